@@ -1,0 +1,1 @@
+"""`tito`, the course command line."""

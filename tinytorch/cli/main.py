@@ -1,0 +1,39 @@
+"""`tito`: the course CLI. Each subcommand lives in its own module with `register(subparsers)`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tinytorch import __version__
+from tinytorch.cli import bench, grade, info, milestone, release
+
+SUBCOMMANDS = (info, milestone, grade, bench, release)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tito",
+        description="TinyTorch course CLI: run milestones, grade notebooks, benchmark kernels.",
+    )
+    parser.add_argument("--version", action="version", version=f"tito (tinytorch) {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors and 0 on --help/--version
+        return int(exc.code or 0)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

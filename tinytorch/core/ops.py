@@ -1,0 +1,177 @@
+"""Module 06: the differentiable operations behind Tensor's operators.
+
+Each op is a `Function`: forward on float32 ndarrays, backward by the chain rule. Binary ops
+broadcast like NumPy, so their backward sums the gradient back over the broadcast axes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytorch.core.autograd import Function, unbroadcast
+
+
+class Add(Function):
+    """c = a + b"""
+
+    def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a.shape, b.shape)
+        return a + b
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a_shape, b_shape = self.saved
+        return unbroadcast(g, a_shape), unbroadcast(g, b_shape)
+
+
+class Sub(Function):
+    """c = a - b"""
+
+    def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a.shape, b.shape)
+        return a - b
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a_shape, b_shape = self.saved
+        return unbroadcast(g, a_shape), unbroadcast(-g, b_shape)
+
+
+class Mul(Function):
+    """c = a * b"""
+
+    def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a, b)
+        return a * b
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.saved
+        return unbroadcast(g * b, a.shape), unbroadcast(g * a, b.shape)
+
+
+class Div(Function):
+    """c = a / b"""
+
+    def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a, b)
+        return a / b
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.saved
+        return unbroadcast(g / b, a.shape), unbroadcast(-g * a / (b * b), b.shape)
+
+
+class Neg(Function):
+    """c = -a"""
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        return -a
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        return (-g,)
+
+
+class Pow(Function):
+    """c = a ** p for a constant exponent p."""
+
+    def forward(self, a: np.ndarray, *, exponent: float) -> np.ndarray:
+        self.save_for_backward(a, exponent)
+        return np.power(a, np.float32(exponent))
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        a, p = self.saved
+        return (g * np.float32(p) * np.power(a, np.float32(p - 1)),)
+
+
+class MatMul(Function):
+    """c = a @ b for 2-D a (M, K) and b (K, N): dA = g @ b.T, dB = a.T @ g."""
+
+    def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a, b)
+        return a @ b
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.saved
+        if a.ndim == 1 or b.ndim == 1:
+            a2, b2 = np.atleast_2d(a), b.reshape(b.shape[0], -1)
+            g2 = g.reshape(a2.shape[0], b2.shape[1])
+            return (g2 @ b2.T).reshape(a.shape), (a2.T @ g2).reshape(b.shape)
+        ga = g @ np.swapaxes(b, -1, -2)
+        gb = np.swapaxes(a, -1, -2) @ g
+        return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
+
+
+class Sum(Function):
+    """c = a.sum(axis, keepdims)"""
+
+    def forward(self, a: np.ndarray, *, axis: int | tuple[int, ...] | None, keepdims: bool):
+        self.save_for_backward(a.shape, axis, keepdims)
+        return np.asarray(a.sum(axis=axis, keepdims=keepdims))
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        shape, axis, keepdims = self.saved
+        if not keepdims and axis is not None:
+            axes = (axis,) if isinstance(axis, int) else axis
+            g = np.expand_dims(g, tuple(ax % len(shape) for ax in axes))
+        return (np.broadcast_to(g, shape).copy(),)
+
+
+class Reshape(Function):
+    """c = a.reshape(shape)"""
+
+    def forward(self, a: np.ndarray, *, shape: tuple[int, ...]) -> np.ndarray:
+        self.save_for_backward(a.shape)
+        return a.reshape(shape)
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (shape,) = self.saved
+        return (g.reshape(shape),)
+
+
+class Transpose(Function):
+    """c = a.transpose(axes); the backward applies the inverse permutation."""
+
+    def forward(self, a: np.ndarray, *, axes: tuple[int, ...] | None) -> np.ndarray:
+        axes = tuple(reversed(range(a.ndim))) if axes is None else axes
+        self.save_for_backward(axes)
+        return np.transpose(a, axes)
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (axes,) = self.saved
+        return (np.transpose(g, np.argsort(axes)),)
+
+
+class Exp(Function):
+    """c = exp(a)"""
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        out = np.exp(a)
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (out,) = self.saved
+        return (g * out,)
+
+
+class Tanh(Function):
+    """c = tanh(a)"""
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        out = np.tanh(a)
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (out,) = self.saved
+        return (g * (1 - out * out),)
+
+
+class ReLU(Function):
+    """c = max(a, 0)"""
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a > 0)
+        return np.maximum(a, 0)
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (mask,) = self.saved
+        return (g * mask,)

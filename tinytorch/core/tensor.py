@@ -1,0 +1,192 @@
+"""Module 01: Tensor, a float32 ndarray with an optional gradient.
+
+Operators build the autograd graph of Module 06 (see `tinytorch.core.ops`); `backward()` runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinytorch.core import ops
+from tinytorch.core.autograd import Function, backward_pass
+
+ArrayLike = Any  # anything np.asarray turns into a real-valued array
+
+
+def _to_float32(data: ArrayLike, name: str = "data") -> np.ndarray:
+    """Convert `data` to a float32 ndarray, or raise an error that says what was expected."""
+    if isinstance(data, Tensor):
+        return data.data
+    if isinstance(data, (str, bytes)):
+        raise TypeError(
+            f"Tensor({name}=...): expected numbers or an array, got a {type(data).__name__}"
+        )
+    try:
+        arr = np.asarray(data)
+    except ValueError as exc:  # NumPy >= 1.24 rejects ragged nested lists
+        raise ValueError(
+            f"Tensor({name}=...): expected a rectangular nested sequence of numbers, "
+            f"got a ragged one ({exc})"
+        ) from None
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise TypeError(
+            f"Tensor({name}=...): expected real numbers, got elements of dtype {arr.dtype}"
+        )
+    if arr.dtype.kind == "c":
+        raise TypeError(f"Tensor({name}=...): complex numbers are not supported")
+    return arr.astype(np.float32, copy=False)
+
+
+class Tensor:
+    """An n-dimensional float32 array that can record the operations applied to it."""
+
+    __array_priority__ = 1000  # make ndarray + Tensor defer to Tensor.__radd__
+
+    def __init__(self, data: ArrayLike, requires_grad: bool = False) -> None:
+        self.data: np.ndarray = _to_float32(data)
+        self.requires_grad: bool = bool(requires_grad)
+        self.grad: np.ndarray | None = None
+        self._ctx: Function | None = None
+
+    # ---- array-like basics ----------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def item(self) -> float:
+        return float(self.data.item())
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self) -> str:
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor({np.array2string(self.data, precision=4, threshold=20)}, shape={self.shape}{grad})"
+
+    def detach(self) -> Tensor:
+        return Tensor(self.data)
+
+    # ---- autograd -------------------------------------------------------------------------
+    def backward(self, gradient: ArrayLike | None = None) -> None:
+        """Accumulate d(self)/d(leaf) into `.grad` of every leaf that requires grad."""
+        if not self.requires_grad:
+            raise RuntimeError("backward(): this tensor does not require grad and has no graph")
+        if gradient is None:
+            if self.size != 1:
+                raise ValueError(
+                    f"backward(gradient=None) needs a scalar tensor; this one has shape {self.shape}"
+                )
+            grad = np.ones(self.shape, dtype=np.float32)
+        else:
+            grad = _to_float32(gradient, "gradient")
+            if grad.shape != self.shape:
+                raise ValueError(
+                    f"backward(gradient=...): expected shape {self.shape}, got {grad.shape}"
+                )
+        backward_pass(self, grad)
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    # ---- operators ------------------------------------------------------------------------
+    def __add__(self, other: ArrayLike) -> Tensor:
+        return ops.Add.apply(self, other)
+
+    def __radd__(self, other: ArrayLike) -> Tensor:
+        return ops.Add.apply(other, self)
+
+    def __sub__(self, other: ArrayLike) -> Tensor:
+        return ops.Sub.apply(self, other)
+
+    def __rsub__(self, other: ArrayLike) -> Tensor:
+        return ops.Sub.apply(other, self)
+
+    def __mul__(self, other: ArrayLike) -> Tensor:
+        return ops.Mul.apply(self, other)
+
+    def __rmul__(self, other: ArrayLike) -> Tensor:
+        return ops.Mul.apply(other, self)
+
+    def __truediv__(self, other: ArrayLike) -> Tensor:
+        return ops.Div.apply(self, other)
+
+    def __rtruediv__(self, other: ArrayLike) -> Tensor:
+        return ops.Div.apply(other, self)
+
+    def __matmul__(self, other: ArrayLike) -> Tensor:
+        return self.matmul(other)
+
+    def __rmatmul__(self, other: ArrayLike) -> Tensor:
+        return Tensor(other).matmul(self)
+
+    def __neg__(self) -> Tensor:
+        return ops.Neg.apply(self)
+
+    def __pow__(self, exponent: float) -> Tensor:
+        if isinstance(exponent, Tensor) or not np.isscalar(exponent):
+            raise TypeError("Tensor ** exponent: the exponent must be a Python number")
+        return ops.Pow.apply(self, exponent=float(exponent))
+
+    def matmul(self, other: ArrayLike) -> Tensor:
+        other = other if isinstance(other, Tensor) else Tensor(other)
+        if self.ndim == 0 or other.ndim == 0:
+            raise ValueError("matmul: both operands need at least one dimension")
+        if self.shape[-1] != other.shape[0 if other.ndim == 1 else -2]:
+            raise ValueError(f"matmul: inner dimensions differ: {self.shape} @ {other.shape}")
+        return ops.MatMul.apply(self, other)
+
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        if axis is None:
+            count = self.size
+        else:
+            axes = (axis,) if isinstance(axis, int) else axis
+            count = int(np.prod([self.shape[ax] for ax in axes]))
+        return self.sum(axis=axis, keepdims=keepdims) / float(max(count, 1))
+
+    def reshape(self, *shape: int | tuple[int, ...]) -> Tensor:
+        target = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        try:
+            np.empty(self.shape, dtype=np.bool_).reshape(target)
+        except ValueError:
+            raise ValueError(f"reshape: cannot reshape {self.shape} into {tuple(target)}") from None
+        return ops.Reshape.apply(self, shape=tuple(target))
+
+    def transpose(self, *axes: int) -> Tensor:
+        perm = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        return ops.Transpose.apply(self, axes=perm or None)
+
+    def exp(self) -> Tensor:
+        return ops.Exp.apply(self)
+
+    def tanh(self) -> Tensor:
+        return ops.Tanh.apply(self)
+
+    def relu(self) -> Tensor:
+        return ops.ReLU.apply(self)
