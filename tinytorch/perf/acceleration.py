@@ -103,8 +103,8 @@ def tiled_matmul(a: ArrayLike, b: ArrayLike, tile_size: int = 64) -> Tensor:
                 else:
                     np.matmul(a_tile, b_tile, out=buf)
                     c_tile += buf
-    ### END SOLUTION
     return Tensor(c)
+    ### END SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,8 +136,10 @@ def fused_gelu(x: ArrayLike) -> Tensor:
     # HINT: y = x * sigmoid(2u); compute u on np.clip(x, -20, 10) with in-place ufuncs (out=)
     two_k = np.float32(2.0 * _SQRT_2_OVER_PI)
     two_kc = np.float32(2.0 * _SQRT_2_OVER_PI * _GELU_C)
-    t = np.clip(xs, _GELU_LO, _GELU_HI)  # (...) temporary: x clipped for the cubic
-    y = np.multiply(t, t)  # (...) output buffer: t*t
+    t = np.empty_like(xs)  # (...) temporary (explicit buffers: 0-d ufunc results are scalars)
+    y = np.empty_like(xs)  # (...) output
+    np.clip(xs, _GELU_LO, _GELU_HI, out=t)  # x clipped for the cubic
+    np.multiply(t, t, out=y)  # t*t
     y *= two_kc  # 2kc t^2
     y += two_k  # 2k + 2kc t^2
     y *= t  # z = 2u = 2k (t + c t^3)
@@ -145,8 +147,8 @@ def fused_gelu(x: ArrayLike) -> Tensor:
     np.add(y, 1.0, out=t)  # 1 + e (the clipped copy is no longer needed)
     y /= t  # sigmoid(2u) = e / (1 + e)
     y *= xs  # gelu = x sigmoid(2u)
-    ### END SOLUTION
     return Tensor(y)
+    ### END SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
