@@ -1,16 +1,93 @@
-"""`tito grade`: placeholder until its issue lands."""
+"""`tito grade`: execute the milestone notebook headless against an implementation and grade it.
+
+Exit codes: 0 pass, 1 not passed or incomplete, 2 usage, 3 a cell raised, 4 timeout, 5 dead kernel.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
+
+from tinytorch.grading.grade import DEFAULT_NOTEBOOK, USAGE, UsageError, grade
+
+
+def parse_param(text: str) -> tuple[str, object]:
+    """NAME=VALUE, VALUE a Python literal (else taken as a string)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise UsageError(f"-p/--param: expected NAME=VALUE, got {text!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
 
 
 def _run(args: argparse.Namespace) -> int:
-    print("tito grade is not implemented yet in this checkout", file=sys.stderr)
-    return 2
+    try:
+        params = dict(parse_param(p) for p in args.param)
+        code, result = grade(
+            args.notebook,
+            impl=args.impl,
+            params=params,
+            report=args.report,
+            executed=args.executed,
+            timeout=args.timeout,
+        )
+    except UsageError as exc:
+        print(f"tito grade: {exc}", file=sys.stderr)
+        return USAGE
+    where = (
+        f" (cell {result['error']['cell']}: {result['error']['ename']})" if result["error"] else ""
+    )
+    print(
+        f"{result['verdict'] or 'NO VERDICT'}: {result['passed']}/{result['total']} cases, "
+        f"run {result['status']}{where}, {result['seconds']:.1f} s, exit {code}"
+    )
+    for case in result["cases"]:
+        if case.get("status") != "pass":
+            print(
+                f"  {case.get('status', '?').upper():<10} {case['name']}: {case.get('detail', '')}"
+            )
+    return code
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("grade", help="(not implemented yet)")
+    p = sub.add_parser(
+        "grade",
+        help="execute the milestone notebook headless and grade it",
+        description=(
+            "Execute NOTEBOOK with nbclient against an implementation of Module 17 and grade it. "
+            "Exit codes: 0 pass, 1 not passed or incomplete, 2 usage error, 3 a cell raised, "
+            "4 timeout, 5 dead kernel."
+        ),
+    )
+    p.add_argument(
+        "notebook",
+        nargs="?",
+        default=str(DEFAULT_NOTEBOOK),
+        help="notebook to execute (default: the milestone notebook)",
+    )
+    p.add_argument(
+        "--impl",
+        metavar="MODULE_OR_PATH",
+        help="module name or path to a student's .py file (default: the notebook's parameter)",
+    )
+    p.add_argument("--report", metavar="report.json", help="write the JSON report here")
+    p.add_argument("--executed", metavar="out.ipynb", help="write the executed notebook here")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds each cell may run before the run stops with exit 4 (default 300)",
+    )
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override another parameter of the notebook's parameters cell, e.g. -p PART_B='quick'",
+    )
     p.set_defaults(func=_run)
