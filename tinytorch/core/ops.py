@@ -78,11 +78,17 @@ class Pow(Function):
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
         a, p = self.saved
+        if p == 0:  # d/da a**0 = 0 everywhere; the general formula gives 0 * inf = nan at a = 0
+            return (np.zeros_like(g),)
         return (g * np.float32(p) * np.power(a, np.float32(p - 1)),)
 
 
 class MatMul(Function):
-    """c = a @ b for 2-D a (M, K) and b (K, N): dA = g @ b.T, dB = a.T @ g."""
+    """c = a @ b for a (..., M, K) and b (..., K, N): dA = g @ b.T, dB = a.T @ g.
+
+    A 1-D operand is a row (a) or a column (b) that NumPy drops from the result; backward puts
+    that axis back into g, works on the (..., M, K) @ (..., K, N) form, then drops it again.
+    """
 
     def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         self.save_for_backward(a, b)
@@ -90,13 +96,18 @@ class MatMul(Function):
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         a, b = self.saved
-        if a.ndim == 1 or b.ndim == 1:
-            a2, b2 = np.atleast_2d(a), b.reshape(b.shape[0], -1)
-            g2 = g.reshape(a2.shape[0], b2.shape[1])
-            return (g2 @ b2.T).reshape(a.shape), (a2.T @ g2).reshape(b.shape)
-        ga = g @ np.swapaxes(b, -1, -2)
-        gb = np.swapaxes(a, -1, -2) @ g
-        return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
+        a2 = a.reshape(1, -1) if a.ndim == 1 else a  # (..., M, K)
+        b2 = b.reshape(-1, 1) if b.ndim == 1 else b  # (..., K, N)
+        if b.ndim == 1:
+            g = np.expand_dims(g, -1)  # (..., M, 1); first, so that a 0-d g becomes (1,)
+        if a.ndim == 1:
+            g = np.expand_dims(g, -2)  # (..., 1, N)
+        ga = g @ np.swapaxes(b2, -1, -2)  # (..., M, K), batch axes not yet reduced
+        gb = np.swapaxes(a2, -1, -2) @ g  # (..., K, N)
+        return (
+            unbroadcast(ga, a2.shape).reshape(a.shape),
+            unbroadcast(gb, b2.shape).reshape(b.shape),
+        )
 
 
 class Sum(Function):
@@ -131,6 +142,8 @@ class Transpose(Function):
 
     def forward(self, a: np.ndarray, *, axes: tuple[int, ...] | None) -> np.ndarray:
         axes = tuple(reversed(range(a.ndim))) if axes is None else axes
+        # Normalise negative axes: argsort of (-1, 0) would not invert the permutation (1, 0).
+        axes = tuple(ax % a.ndim for ax in axes) if a.ndim else axes
         self.save_for_backward(axes)
         return np.transpose(a, axes)
 
