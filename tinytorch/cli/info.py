@@ -34,9 +34,11 @@ def backend_report() -> list[dict[str, Any]]:
     """One row per optional backend: name, available, reason."""
     try:
         from tinytorch import extensions
-    except ImportError as exc:
-        return [{"name": "extensions", "available": False, "reason": f"not importable: {exc}"}]
-    return [dict(row) for row in extensions.backend_status()]
+
+        return [dict(row) for row in extensions.backend_status()]
+    except Exception as exc:  # noqa: BLE001 -- a broken backend must not take `tito info` down
+        reason = f"backend probe failed: {type(exc).__name__}: {exc}"
+        return [{"name": "extensions", "available": False, "reason": reason}]
 
 
 def environment() -> dict[str, Any]:

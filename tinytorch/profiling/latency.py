@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 
@@ -36,10 +37,12 @@ def measure_latency(
     """Call fn(*args, **kwargs) `warmup` times untimed, then `repeats` times timed."""
     if not callable(fn):
         raise TypeError(f"measure_latency: fn must be callable, got {type(fn).__name__}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+    # Integral, not int: counts computed with NumPy arrive as np.int64.
+    if isinstance(warmup, bool) or not isinstance(warmup, Integral) or warmup < 0:
         raise ValueError(f"measure_latency: warmup must be an int >= 0, got {warmup!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+    if isinstance(repeats, bool) or not isinstance(repeats, Integral) or repeats < 1:
         raise ValueError(f"measure_latency: repeats must be an int >= 1, got {repeats!r}")
+    warmup, repeats = int(warmup), int(repeats)
     for _ in range(warmup):
         fn(*args, **kwargs)
     samples = []
