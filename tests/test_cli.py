@@ -92,3 +92,15 @@ def test_unknown_command_is_a_usage_error(capsys):
 @pytest.mark.skipif(not SCRIPT.exists(), reason="no tito console script next to sys.executable")
 def test_console_script_is_installed_next_to_python():
     assert os.access(SCRIPT, os.X_OK)
+
+
+def test_info_survives_a_failing_backend_probe(monkeypatch):
+    from tinytorch import extensions
+    from tinytorch.cli import info
+
+    def broken():
+        raise OSError("libfoo.so: cannot open shared object file")
+
+    monkeypatch.setattr(extensions, "backend_status", broken)
+    (row,) = info.backend_report()
+    assert row["available"] is False and "libfoo.so" in row["reason"]

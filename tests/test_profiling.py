@@ -102,3 +102,8 @@ def test_peak_memory_leaves_tracemalloc_as_it_found_it():
         del before
     finally:
         tracemalloc.stop()
+
+
+def test_latency_accepts_numpy_integer_counts():
+    stats = measure_latency(lambda: None, warmup=np.int64(1), repeats=np.int64(3))
+    assert stats.repeats == 3 and type(stats.repeats) is int and len(stats.samples) == 3
