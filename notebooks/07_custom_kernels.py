@@ -1,0 +1,202 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Milestone 07: Custom Kernels
+#
+# A fast kernel must first be a correct one. In Module 17 you wrote a tiled matrix multiply, a fused
+# GELU, im2col and its adjoint col2im. This notebook checks them on the shapes that break naive kernels
+# (ragged last tiles, 1-wide matrices, K = 1, stride 2, padding), draws what the kernels do, lets you
+# map tile sizes to pass/fail, and ends by timing compiled SIMD code (and a GPU where there is one) on
+# the same problems.
+#
+# Run the cells top to bottom. Your code always runs in a child process, so a crash or a hang in it
+# becomes a named result, never a dead notebook.
+
+# %% tags=["setup"]
+# Setup. On Colab: install TinyTorch when it is not importable, and turn on Colab's widget manager
+# so the tile-size widget below renders. Anywhere else this cell does nothing.
+import importlib.util
+import subprocess
+import sys
+
+TINYTORCH_PIP = "git+https://github.com/<org>/<repo>.git"  # where Colab installs TinyTorch from
+
+try:
+    from google.colab import output as colab_output
+except ImportError:
+    colab_output = None
+
+if colab_output is not None:
+    if importlib.util.find_spec("tinytorch") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", TINYTORCH_PIP], check=True)
+    colab_output.enable_custom_widget_manager()
+
+# %% tags=["parameters"]
+# The implementation under test: a module name, or the path to your own acceleration.py.
+# `tito grade --impl ...` overrides these in a cell it inserts right below this one.
+IMPL = "tinytorch.perf.acceleration"
+SEED = 0  # another seed draws other test data
+TIMEOUT = 5.0  # seconds each case may run before it is called a hang
+PART_B = "default"  # native timings: "default", "quick" or "off"
+
+# %%
+# %matplotlib inline
+import matplotlib.pyplot as plt
+
+from tinytorch import milestone07 as m07
+from tinytorch import viz
+from tinytorch.grading.record import cases_bundle, checks_bundle, show, verdict_bundle
+from tinytorch.viz.widget import TileHeatmap
+
+
+def walk(group: str):
+    """Run one group of the gate on IMPL and show each case: pass/fail, max error, the lesson."""
+    names = [case.name for case in m07.CASES if case.group == group]
+    result = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT, cases=names, checks=False)
+    print(m07.GROUP_INTRO[group])
+    show(cases_bundle(result.cases, stage=group))
+    return result
+
+
+print(f"Implementation under test: {IMPL}")
+print(f"{len(m07.CASES)} gate cases in {len(m07.GROUPS)} groups: {', '.join(m07.GROUPS)}")
+
+# %% [markdown]
+# ## Part A, the pass gate, group by group
+#
+# ### 1. `tiled_matmul`: the ragged last tile, on every axis
+#
+# A tiled product cuts C (M×N) into `tile_size` squares and walks K in blocks of `tile_size`,
+# accumulating `C[i, j] += A[i, k] @ B[k, j]`. When `tile_size` does not divide M, N or K, the last
+# tile on that axis is shorter: a kernel that forgets it drops rows, columns or part of the sum. The
+# cases use six shapes (a multiple of the tile, ragged on all axes, M = 1 and N = 1, K = 1, smaller
+# than one tile, larger than two tiles) at tile sizes 64, 16 and 7.
+
+# %%
+matmul = walk("tiled_matmul")
+
+# %% [markdown]
+# ### 2. `fused_gelu`: one formula, every float32
+#
+# GELU's tanh approximation, checked against the same formula in float64 on normal data, a ragged
+# 2-D shape, a sweep over ±20 and exact zeros. The usual bugs: the erf form instead of tanh, a
+# wrong constant, float16 inside, or a hand-written tanh that overflows to NaN for large |x|.
+
+# %%
+gelu = walk("fused_gelu")
+
+# %% [markdown]
+# ### 3. `im2col_conv2d`: a convolution as one matrix multiply
+#
+# im2col copies every receptive field into one row, so the convolution becomes
+# `im2col(x) @ weight.reshape(F, -1).T`. Checked against a direct float64 sliding window with
+# padding, stride 2 on an odd, non-square input, a 2×2 kernel and a 5×5 kernel with padding 2.
+
+# %%
+conv = walk("im2col_conv2d")
+
+# %% [markdown]
+# ### 4. `col2im`: the adjoint, not the inverse
+#
+# Overlapping windows read the same pixel several times, so the way back must ADD every copy:
+# `<im2col(x), g> = <x, col2im(g)>` for all x and g. Assigning instead of adding, or forgetting to crop
+# the padding, breaks the identity.
+
+# %%
+adjoint = walk("col2im")
+
+# %% [markdown]
+# ### The full gate and the deeper checks
+#
+# The grade comes from one run of all 30 cases plus checks the cases alone cannot see: the product is
+# really tiled (no block product larger than `tile_size`, no whole-matrix `np.matmul`), the im2col
+# column layout, col2im's coverage counts, inputs left untouched, and float32, finite outputs.
+
+# %%
+part_a = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT)
+show(cases_bundle(part_a.cases, stage="gate"))
+show(checks_bundle(part_a.checks))
+
+# %% [markdown]
+# ## Ragged tiles, drawn
+#
+# C = A @ B with M = 37, N = 23, K = 29 and `tile_size` 7: 7 does not divide any of them, so the last
+# tile row, the last tile column and the last K-block are all short. The red corner tile of C is the
+# sum of the products of its A row panel and B column panel, one K-block at a time.
+
+# %%
+viz.draw_ragged_tiles(37, 23, 29, 7)
+plt.show()
+
+# %% [markdown]
+# ## im2col, drawn
+#
+# Each output position reads one k×k window from every channel of the padded input. im2col writes that
+# window as one row, columns ordered (channel, kernel row, kernel col): the same order as
+# `weight.reshape(F, -1)`, which is why one matrix multiply computes the convolution. Colours follow
+# the column: hue for the channel, shade for the position in the kernel.
+
+# %%
+viz.draw_im2col(c=2, h=5, w=5, k=3, stride=1, padding=1, field=(1, 1))
+plt.show()
+
+# %% [markdown]
+# With stride 2 the windows jump two pixels, so the output is smaller (here 4×4 from a 7×6 input with
+# padding 1) and fewer rows are written; each row still has C·k·k columns.
+
+# %%
+viz.draw_im2col(c=2, h=7, w=6, k=3, stride=2, padding=1, field=(1, 2))
+plt.show()
+
+# %% [markdown]
+# ## Tile sizes against shapes
+#
+# Pick tile sizes and shapes: each cell runs your `tiled_matmul` on that shape with that tile size and
+# shows pass (green), fail (red) or error (grey) with the max abs error. A correct kernel is green
+# everywhere; a kernel that drops the ragged tile fails exactly where the tile does not divide the shape.
+
+# %%
+heatmap = TileHeatmap(IMPL, seed=SEED, timeout=TIMEOUT)
+heatmap.widget
+
+# %% [markdown]
+# ## Part B: the same problems on native kernels
+#
+# Context, never the grade. The C++ SIMD kernels are compiled now with your compiler (or loaded from
+# the cache), then GEMM and bias+GELU are timed for NumPy/BLAS, your kernels, C++, torch, and MPS and
+# Triton where present. A bundled kernel that disagrees with NumPy is flagged as our bug, not timed.
+# The roofline puts every run under the machine's measured ceilings: compute (BLAS sgemm) and memory
+# bandwidth (a large copy).
+
+# %%
+native = viz.native.native_status()
+print(viz.native.native_status_text(native))
+part_b = None if PART_B == "off" else m07.run_part_b(IMPL, sizes=PART_B)
+if part_b is not None:
+    print(m07.render_part_b(part_b))
+    ceilings = viz.measure_ceilings()
+    viz.draw_throughput(part_b.rows, ceilings)
+    plt.show()
+    viz.draw_roofline(part_b.rows, ceilings)
+    plt.show()
+
+# %% [markdown]
+# ## Summary
+#
+# The verdict below is what `tito grade` records: PASS when all 30 cases and every deeper check hold.
+
+# %% tags=["summary"]
+from tinytorch.cli.info import environment
+
+show(verdict_bundle(m07.to_json(part_a, part_b, env=environment())))
