@@ -19,11 +19,10 @@ def out_size(size: int, k: int, stride: int, padding: int) -> int:
     return (size + 2 * padding - k) // stride + 1
 
 
-def im2col_reference(x, kh, kw, stride, padding):
-    """Row (n, i, j), column (c, p, q) = x[n, c, i*stride + p - padding, j*stride + q - padding]."""
-    n_, c_, h, w = x.shape
+def window_entries(x_shape, kh, kw, stride, padding):
+    """Every (row, column) of the column matrix whose pixel (n, c, r, s) lies inside the image."""
+    n_, c_, h, w = x_shape
     oh, ow = out_size(h, kh, stride, padding), out_size(w, kw, stride, padding)
-    cols = np.zeros((n_ * oh * ow, c_ * kh * kw))
     for n in range(n_):
         for i in range(oh):
             for j in range(ow):
@@ -32,26 +31,24 @@ def im2col_reference(x, kh, kw, stride, padding):
                         for q in range(kw):
                             r, s = i * stride + p - padding, j * stride + q - padding
                             if 0 <= r < h and 0 <= s < w:
-                                row = (n * oh + i) * ow + j
-                                cols[row, (c * kh + p) * kw + q] = x[n, c, r, s]
+                                yield (n * oh + i) * ow + j, (c * kh + p) * kw + q, (n, c, r, s)
+
+
+def im2col_reference(x, kh, kw, stride, padding):
+    """Row (n, i, j), column (c, p, q) = x[n, c, i*stride + p - padding, j*stride + q - padding]."""
+    n_, c_, h, w = x.shape
+    oh, ow = out_size(h, kh, stride, padding), out_size(w, kw, stride, padding)
+    cols = np.zeros((n_ * oh * ow, c_ * kh * kw))  # padding entries stay 0
+    for row, col, pixel in window_entries(x.shape, kh, kw, stride, padding):
+        cols[row, col] = x[pixel]
     return cols
 
 
 def col2im_reference(cols, x_shape, kh, kw, stride, padding):
     """Every entry of cols added to the pixel it was read from; padding entries dropped."""
-    n_, c_, h, w = x_shape
-    oh, ow = out_size(h, kh, stride, padding), out_size(w, kw, stride, padding)
     x = np.zeros(x_shape)
-    for n in range(n_):
-        for i in range(oh):
-            for j in range(ow):
-                for c in range(c_):
-                    for p in range(kh):
-                        for q in range(kw):
-                            r, s = i * stride + p - padding, j * stride + q - padding
-                            if 0 <= r < h and 0 <= s < w:
-                                row = (n * oh + i) * ow + j
-                                x[n, c, r, s] += cols[row, (c * kh + p) * kw + q]
+    for row, col, pixel in window_entries(x_shape, kh, kw, stride, padding):
+        x[pixel] += cols[row, col]
     return x
 
 
