@@ -1,11 +1,61 @@
 """Bundled native reference kernels, imported as `tinytorch.extensions`.
 
-Each backend module exposes `available() -> (bool, reason)`.
+Backends: `simd` (C++ AVX2/NEON, built on first use), `mps` (Apple Metal via torch), `triton`
+(CUDA GPUs, or the CPU interpreter). Each backend module exposes `available() -> (bool, reason)`.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import sys
+from collections.abc import Callable
+
+
+def _row(name: str, probe: Callable[[], tuple[bool, str]]) -> dict[str, object]:
+    try:
+        ok, reason = probe()
+    except Exception as exc:  # noqa: BLE001 - a status report must never raise
+        ok, reason = False, f"probe failed: {type(exc).__name__}: {exc}"
+    return {"name": name, "available": bool(ok), "reason": str(reason)}
+
+
+def _simd() -> tuple[bool, str]:
+    from . import simd
+
+    return simd.available()
+
+
+def _torch_cpu() -> tuple[bool, str]:
+    # Not imported here: torch loads its own libgomp into the process (see simd/bench notes).
+    if importlib.util.find_spec("torch") is None:
+        return False, "torch is not installed (pip install torch==2.13.0 for the CPU wheel)"
+    if "torch" in sys.modules:
+        version = sys.modules["torch"].__version__
+    else:
+        version = importlib.metadata.version("torch")
+    return True, f"torch {version} (CPU)"
+
+
+def _mps() -> tuple[bool, str]:
+    from . import mps
+
+    return mps.available()
+
+
+def _triton() -> tuple[bool, str]:
+    if importlib.util.find_spec("triton") is None:
+        return False, "triton is not installed (Linux: pip install 'tinytorch-m07[triton]')"
+    from . import triton_kernels
+
+    return triton_kernels.available()
+
 
 def backend_status() -> list[dict[str, object]]:
     """One row per backend: {"name", "available", "reason"}. Never raises."""
-    return []
+    return [
+        _row("c++ simd", _simd),
+        _row("torch", _torch_cpu),
+        _row("mps", _mps),
+        _row("triton", _triton),
+    ]

@@ -1,0 +1,481 @@
+// TinyTorch native reference kernels: a BLIS-style SGEMM, a fused bias+GELU and the fused
+// GEMM+bias+GELU epilogue. Built on first use by extensions/build.py and bound with ctypes.
+//
+// ISA paths, chosen at compile time from the flags build.py probed for the running CPU:
+//   __AVX2__ && __FMA__  -> 6x16 micro-kernel in 12 ymm accumulators, AVX2 exp for GELU
+//   __ARM_NEON           -> 6x16 micro-kernel in 24 q-register accumulators
+//   otherwise            -> portable scalar loops (the compiler may still auto-vectorise them)
+// tt_isa() reports which one this library was built with.
+//
+// All matrices are row-major float32. Indices and sizes are size_t; the Python side (simd.py)
+// checks dtype, contiguity and shapes, so the pointers here are trusted.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define TT_AVX2 1
+#elif defined(__ARM_NEON) || defined(__ARM_NEON__)
+#include <arm_neon.h>
+#define TT_NEON 1
+#endif
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Blocking parameters (BLIS names).
+//   MR x NR : register tile of C held in accumulators by the micro-kernel (6 rows x 16 columns:
+//             AVX2 uses 6 x 2 ymm = 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 regs).
+//   KC      : depth of one rank-KC update; an MR x KC sliver of A (12 KiB) and a KC x NR sliver of
+//             B (32 KiB) stay in L1 while the micro-kernel streams through them.
+//   MC      : rows of A packed per block; the MC x KC block of A (144 KiB) stays in L2.
+//   NC      : columns of B packed per block; the KC x NC panel of B (6 MiB) lives in L3.
+// ---------------------------------------------------------------------------------------------
+constexpr size_t MR = 6;
+constexpr size_t NR = 16;
+constexpr size_t KC = 512;
+constexpr size_t MC = 72;  // a multiple of MR
+constexpr size_t NC = 3072;  // a multiple of NR
+
+inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+// ---------------------------------------------------------------------------------------------
+// GELU, tanh approximation, in the form y * sigmoid(2u) = y / (1 + exp(-2u)),
+// u = sqrt(2/pi) * (y + 0.044715 y^3). Unlike 0.5*y*(1 + tanh u) this does not cancel for
+// negative y. Below y = -9 the true value is under 1e-28 in magnitude, so it is flushed to zero;
+// that guard also maps -inf to 0 (not -inf/inf = NaN). +inf gives exp(-inf) = 0, so y = +inf.
+// ---------------------------------------------------------------------------------------------
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+constexpr float kGeluFlush = -9.0f;
+
+inline float gelu_scalar(float y) {
+    if (y < kGeluFlush) return 0.0f;
+    float u = kSqrt2OverPi * (y + kGeluCubic * y * y * y);
+    float e = std::exp(std::min(std::max(-2.0f * u, -88.0f), 88.0f));
+    return y / (1.0f + e);
+}
+
+#if TT_AVX2
+// exp(x) for x already clamped to [-88, 88]: Cephes expf. x = n ln2 + r, |r| <= ln2/2,
+// exp(r) by a degree-5 polynomial, 2^n built in the exponent bits. Max rel error ~2 ulp.
+inline __m256 exp_avx2(__m256 x) {
+    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+    const __m256 ln2_hi = _mm256_set1_ps(0.693359375f);
+    const __m256 ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
+    r = _mm256_fnmadd_ps(n, ln2_lo, r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+inline __m256 gelu_avx2(__m256 y) {
+    const __m256 c = _mm256_set1_ps(kSqrt2OverPi);
+    const __m256 k = _mm256_set1_ps(kGeluCubic);
+    __m256 y2 = _mm256_mul_ps(y, y);
+    __m256 u = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(k, y2), y, y));
+    __m256 t = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
+    // max/min return the second operand when the first is NaN, so a NaN y stays NaN below via y/...
+    t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-88.0f)), _mm256_set1_ps(88.0f));
+    __m256 g = _mm256_div_ps(y, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_avx2(t)));
+    __m256 flush = _mm256_cmp_ps(y, _mm256_set1_ps(kGeluFlush), _CMP_LT_OQ);
+    return _mm256_andnot_ps(flush, g);
+}
+#endif
+
+int clamp_threads(int threads) {
+#if defined(_OPENMP)
+    return threads < 1 ? 1 : threads;
+#else
+    (void)threads;
+    return 1;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packing. A block (mc x kc, row-major, lda) -> ceil(mc/MR) slivers, each kc columns of MR
+// contiguous values; rows past mc are zero. B panel (kc x nc, ldb) -> ceil(nc/NR) slivers, each
+// kc rows of NR contiguous values; columns past nc are zero. Zero padding lets the micro-kernel
+// always run a full MR x NR tile; only the write-back is ragged.
+// ---------------------------------------------------------------------------------------------
+void pack_a(const float* A, size_t lda, size_t mc, size_t kc, float* Ap) {
+    for (size_t i0 = 0; i0 < mc; i0 += MR) {
+        size_t mr = std::min(MR, mc - i0);
+        float* dst = Ap + i0 * kc;  // sliver i0/MR starts at (i0/MR) * MR * kc
+        for (size_t k = 0; k < kc; ++k) {
+            size_t i = 0;
+            for (; i < mr; ++i) dst[k * MR + i] = A[(i0 + i) * lda + k];
+            for (; i < MR; ++i) dst[k * MR + i] = 0.0f;
+        }
+    }
+}
+
+void pack_b_sliver(const float* B, size_t ldb, size_t kc, size_t nr, float* dst) {
+    if (nr == NR) {
+        for (size_t k = 0; k < kc; ++k) std::memcpy(dst + k * NR, B + k * ldb, NR * sizeof(float));
+        return;
+    }
+    for (size_t k = 0; k < kc; ++k) {
+        size_t j = 0;
+        for (; j < nr; ++j) dst[k * NR + j] = B[k * ldb + j];
+        for (; j < NR; ++j) dst[k * NR + j] = 0.0f;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernel: acc(MR x NR) = Ap(MR x kc sliver) @ Bp(kc x NR sliver), then write back to C:
+//   C  = acc            (first K block)          or   C += acc   (later K blocks)
+//   C  = gelu(C + bias) (last K block, fused)    applied on the registers before the store,
+// so the fused epilogue costs no extra pass over C. Ragged tiles (mr < MR or nr < NR) go through
+// a small MR x NR buffer and a scalar write-back.
+// ---------------------------------------------------------------------------------------------
+struct Epilogue {
+    bool accumulate;     // add to what C already holds (K blocks after the first)
+    const float* bias;   // non-null on the last K block of a fused GEMM+bias+GELU: bias[j]
+};
+
+void write_back_scalar(const float* acc, float* C, size_t ldc, size_t mr, size_t nr, Epilogue ep) {
+    for (size_t i = 0; i < mr; ++i) {
+        for (size_t j = 0; j < nr; ++j) {
+            float v = acc[i * NR + j];
+            if (ep.accumulate) v += C[i * ldc + j];
+            if (ep.bias) v = gelu_scalar(v + ep.bias[j]);
+            C[i * ldc + j] = v;
+        }
+    }
+}
+
+#if TT_AVX2
+void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t ldc, size_t mr,
+                  size_t nr, Epilogue ep) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (size_t k = 0; k < kc; ++k) {
+        _mm_prefetch(reinterpret_cast<const char*>(Ap + 8 * MR), _MM_HINT_T0);
+        __m256 b0 = _mm256_loadu_ps(Bp);
+        __m256 b1 = _mm256_loadu_ps(Bp + 8);
+        __m256 a;
+        a = _mm256_broadcast_ss(Ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(Ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(Ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(Ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(Ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(Ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
+        Ap += MR;
+        Bp += NR;
+    }
+    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (mr == MR && nr == NR) {
+        __m256 bias0 = _mm256_setzero_ps(), bias1 = _mm256_setzero_ps();
+        if (ep.bias) {
+            bias0 = _mm256_loadu_ps(ep.bias);
+            bias1 = _mm256_loadu_ps(ep.bias + 8);
+        }
+        for (size_t i = 0; i < MR; ++i) {
+            float* c = C + i * ldc;
+            __m256 v0 = acc[i][0], v1 = acc[i][1];
+            if (ep.accumulate) {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+            }
+            if (ep.bias) {
+                v0 = gelu_avx2(_mm256_add_ps(v0, bias0));
+                v1 = gelu_avx2(_mm256_add_ps(v1, bias1));
+            }
+            _mm256_storeu_ps(c, v0);
+            _mm256_storeu_ps(c + 8, v1);
+        }
+        return;
+    }
+    alignas(32) float buf[MR * NR];
+    for (size_t i = 0; i < MR; ++i) {
+        _mm256_store_ps(buf + i * NR, acc[i][0]);
+        _mm256_store_ps(buf + i * NR + 8, acc[i][1]);
+    }
+    write_back_scalar(buf, C, ldc, mr, nr, ep);
+}
+#elif TT_NEON
+void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t ldc, size_t mr,
+                  size_t nr, Epilogue ep) {
+    float32x4_t acc[MR][4];
+    for (size_t i = 0; i < MR; ++i)
+        for (size_t q = 0; q < 4; ++q) acc[i][q] = vdupq_n_f32(0.0f);
+    for (size_t k = 0; k < kc; ++k) {
+        float32x4_t b0 = vld1q_f32(Bp), b1 = vld1q_f32(Bp + 4);
+        float32x4_t b2 = vld1q_f32(Bp + 8), b3 = vld1q_f32(Bp + 12);
+        for (size_t i = 0; i < MR; ++i) {
+            float a = Ap[i];
+            acc[i][0] = vfmaq_n_f32(acc[i][0], b0, a);
+            acc[i][1] = vfmaq_n_f32(acc[i][1], b1, a);
+            acc[i][2] = vfmaq_n_f32(acc[i][2], b2, a);
+            acc[i][3] = vfmaq_n_f32(acc[i][3], b3, a);
+        }
+        Ap += MR;
+        Bp += NR;
+    }
+    alignas(16) float buf[MR * NR];
+    for (size_t i = 0; i < MR; ++i)
+        for (size_t q = 0; q < 4; ++q) vst1q_f32(buf + i * NR + 4 * q, acc[i][q]);
+    write_back_scalar(buf, C, ldc, mr, nr, ep);
+}
+#else
+void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t ldc, size_t mr,
+                  size_t nr, Epilogue ep) {
+    float buf[MR * NR] = {0.0f};
+    for (size_t k = 0; k < kc; ++k) {
+        for (size_t i = 0; i < MR; ++i) {
+            float a = Ap[k * MR + i];
+            for (size_t j = 0; j < NR; ++j) buf[i * NR + j] += a * Bp[k * NR + j];
+        }
+    }
+    write_back_scalar(buf, C, ldc, mr, nr, ep);
+}
+#endif
+
+// Grow-only per-thread scratch: packing buffers are reused across calls instead of being
+// re-allocated (and re-faulted) on every GEMM.
+float* scratch(size_t count, int which) {
+    thread_local float* bufs[2] = {nullptr, nullptr};
+    thread_local size_t caps[2] = {0, 0};
+    if (caps[which] < count) {
+        std::free(bufs[which]);
+        size_t bytes = round_up(count * sizeof(float), 64);
+        bufs[which] = static_cast<float*>(std::aligned_alloc(64, bytes));
+        caps[which] = bufs[which] ? count : 0;
+    }
+    return bufs[which];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The blocked GEMM, C(M x N) = A(M x K) @ B(K x N) [then gelu(C + bias) if bias], in pseudo-code:
+//
+//   for jc in 0..N step NC:                         # B panel columns          (L3)
+//     for pc in 0..K step KC:                       # rank-KC update
+//       pack B[pc:pc+KC, jc:jc+NC] -> Bp            # threads split the NR slivers
+//       barrier
+//       for ic in 0..M step mc (parallel over threads): # A blocks             (L2)
+//         pack A[ic:ic+mc, pc:pc+KC] -> Ap          # per-thread buffer
+//         for jr in 0..nc step NR:                  # B sliver                 (L1)
+//           for ir in 0..mc step MR:                # A sliver
+//             micro_kernel(Ap[ir], Bp[jr]) -> C[ic+ir:+MR, jc+jr:+NR]
+//               first pc: store; later pc: accumulate; last pc and fused: gelu(acc + bias)
+//       barrier                                     # Bp is reused by the next pc
+//
+// mc <= MC is chosen so the M blocks divide evenly between threads (2 threads on M=256 get
+// 2 x 2 blocks of 66/62 rows instead of 72,72,72,40).
+// ---------------------------------------------------------------------------------------------
+int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, size_t K,
+                  size_t lda, size_t ldb, size_t ldc, const float* bias, int threads) {
+    if (M == 0 || N == 0) return 0;
+    if (K == 0) {  // empty sum: C = 0, then the epilogue
+        for (size_t i = 0; i < M; ++i)
+            for (size_t j = 0; j < N; ++j) C[i * ldc + j] = bias ? gelu_scalar(bias[j]) : 0.0f;
+        return 0;
+    }
+    int nt = clamp_threads(threads);
+    size_t nblocks = ceil_div(M, MC);
+    nblocks = round_up(nblocks, static_cast<size_t>(nt));
+    size_t mc = round_up(ceil_div(M, nblocks), MR);
+    nblocks = ceil_div(M, mc);
+    if (nblocks < static_cast<size_t>(nt)) nt = static_cast<int>(std::max<size_t>(nblocks, 1));
+
+    size_t nc_max = std::min(NC, round_up(N, NR));
+    size_t kc_max = std::min(KC, K);
+    float* Bp = scratch(kc_max * nc_max, 0);
+    if (!Bp) return 1;
+    int failed = 0;
+
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(nt)
+#endif
+    {
+        float* Ap = scratch(mc * kc_max, 1);
+        if (!Ap) {
+#if defined(_OPENMP)
+#pragma omp atomic write
+#endif
+            failed = 1;
+        }
+        for (size_t jc = 0; jc < N; jc += NC) {
+            size_t nc = std::min(NC, N - jc);
+            size_t nslivers = ceil_div(nc, NR);
+            for (size_t pc = 0; pc < K; pc += KC) {
+                size_t kc = std::min(KC, K - pc);
+#if defined(_OPENMP)
+#pragma omp for schedule(static)
+#endif
+                for (size_t s = 0; s < nslivers; ++s) {
+                    size_t j0 = s * NR;
+                    pack_b_sliver(B + pc * ldb + jc + j0, ldb, kc, std::min(NR, nc - j0),
+                                  Bp + s * NR * kc);
+                }  // implicit barrier: Bp is complete
+                Epilogue ep{pc > 0, nullptr};
+                bool last_k = pc + kc == K;
+#if defined(_OPENMP)
+#pragma omp for schedule(static)
+#endif
+                for (size_t blk = 0; blk < nblocks; ++blk) {
+                    if (!Ap) continue;
+                    size_t ic = blk * mc;
+                    size_t mcb = std::min(mc, M - ic);
+                    pack_a(A + ic * lda + pc, lda, mcb, kc, Ap);
+                    for (size_t jr = 0; jr < nc; jr += NR) {
+                        size_t nr = std::min(NR, nc - jr);
+                        Epilogue e = ep;
+                        if (last_k && bias) e.bias = bias + jc + jr;
+                        for (size_t ir = 0; ir < mcb; ir += MR) {
+                            size_t mr = std::min(MR, mcb - ir);
+                            micro_kernel(kc, Ap + ir * kc, Bp + jr * kc,
+                                         C + (ic + ir) * ldc + jc + jr, ldc, mr, nr, e);
+                        }
+                    }
+                }  // implicit barrier: nobody still reads Bp
+            }
+        }
+    }
+    return failed;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Which ISA path this library was compiled with.
+const char* tt_isa(void) {
+#if TT_AVX2
+    return "avx2+fma";
+#elif TT_NEON
+    return "neon";
+#else
+    return "scalar";
+#endif
+}
+
+int tt_openmp(void) {
+#if defined(_OPENMP)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int tt_mr(void) { return static_cast<int>(MR); }
+int tt_nr(void) { return static_cast<int>(NR); }
+
+// C = A @ B (bias == NULL) or C = gelu(A @ B + bias) (bias of length N). Returns 0, or 1 when
+// a packing buffer could not be allocated (C is then unspecified).
+int tt_sgemm(const float* A, const float* B, float* C, size_t M, size_t N, size_t K, size_t lda,
+             size_t ldb, size_t ldc, const float* bias, int threads) {
+    try {
+        return sgemm_blocked(A, B, C, M, N, K, lda, ldb, ldc, bias, threads);
+    } catch (...) {
+        return 1;
+    }
+}
+
+// Y(rows x cols) = gelu(X + bias[None, :]). Rows outer, columns inner, so the bias index is the
+// column index: no modulo in the inner loop. X and Y may alias (in place).
+int tt_bias_gelu(const float* X, const float* bias, float* Y, size_t rows, size_t cols,
+                 int threads) {
+    int nt = clamp_threads(threads);
+    if (rows * cols < (size_t{1} << 15)) nt = 1;  // a parallel region costs more than it saves
+    (void)nt;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+    for (size_t i = 0; i < rows; ++i) {
+        const float* x = X + i * cols;
+        float* y = Y + i * cols;
+        size_t j = 0;
+#if TT_AVX2
+        for (; j + 8 <= cols; j += 8)
+            _mm256_storeu_ps(y + j, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + j),
+                                                            _mm256_loadu_ps(bias + j))));
+#endif
+        for (; j < cols; ++j) y[j] = gelu_scalar(x[j] + bias[j]);
+    }
+    return 0;
+}
+
+// Parallel copy, the bandwidth ceiling that bias+GELU (read n, write n floats) is measured against.
+int tt_copy(const float* src, float* dst, size_t n, int threads) {
+    int nt = clamp_threads(threads);
+    (void)nt;
+    const size_t chunk = 1 << 16;
+    size_t nchunks = ceil_div(n, chunk);
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+    for (size_t c = 0; c < nchunks; ++c) {
+        size_t lo = c * chunk;
+        std::memcpy(dst + lo, src + lo, std::min(chunk, n - lo) * sizeof(float));
+    }
+    return 0;
+}
+
+// FMA peak: each thread runs `iters` rounds of 12 independent vector FMA chains (the micro-kernel's
+// accumulator count, enough to cover FMA latency x throughput). Returns GFLOP/s over all threads.
+double tt_fma_peak(size_t iters, int threads) {
+    int nt = clamp_threads(threads);
+    (void)nt;
+    double sink = 0.0;
+    auto t0 = std::chrono::steady_clock::now();
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(nt) reduction(+ : sink)
+#endif
+    {
+#if TT_AVX2
+        __m256 acc[12];
+        for (int r = 0; r < 12; ++r) acc[r] = _mm256_set1_ps(0.001f * r);
+        const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+        for (size_t it = 0; it < iters; ++it)
+            for (int r = 0; r < 12; ++r) acc[r] = _mm256_fmadd_ps(acc[r], m, a);
+        float out[8];
+        for (int r = 1; r < 12; ++r) acc[0] = _mm256_add_ps(acc[0], acc[r]);
+        _mm256_storeu_ps(out, acc[0]);
+        sink += out[0];
+#else
+        float acc[12][8];
+        for (int r = 0; r < 12; ++r)
+            for (int l = 0; l < 8; ++l) acc[r][l] = 0.001f * r;
+        for (size_t it = 0; it < iters; ++it)
+            for (int r = 0; r < 12; ++r)
+                for (int l = 0; l < 8; ++l) acc[r][l] = acc[r][l] * 0.999999f + 1e-7f;
+        for (int r = 0; r < 12; ++r) sink += acc[r][0];
+#endif
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int used = 1;
+#if defined(_OPENMP)
+    used = nt;
+#endif
+    if (sink == 12345.678) secs += 1e-12;  // keeps `sink` alive
+    return 2.0 * 8.0 * 12.0 * static_cast<double>(iters) * used / secs / 1e9;
+}
+
+}  // extern "C"

@@ -1,0 +1,232 @@
+"""C++ SIMD kernels (kernels.cpp) bound through ctypes: GEMM, bias+GELU and the fused GEMM epilogue.
+
+Every argument is checked here, before a pointer reaches C++: wrong dtypes are converted to
+float32 (or rejected with ValueError naming the argument), strided views are made contiguous, and
+shapes are matched. The C++ side trusts what it gets, so this module is the only guard against a
+segfault.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import build as _build
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_result: _build.BuildResult | None = None
+_error: str | None = None
+_MAX_THREADS = 512
+
+_f32p = ctypes.POINTER(ctypes.c_float)
+_size = ctypes.c_size_t
+
+
+def _load() -> ctypes.CDLL:
+    """Build or load the library once per process; later calls reuse it (or its error)."""
+    global _lib, _result, _error
+    with _lock:
+        if _lib is not None:
+            return _lib
+        if _error is not None:
+            raise RuntimeError(_error)
+        try:
+            lib, res = _build.build()
+        except _build.BuildError as exc:
+            _error = str(exc)
+            raise RuntimeError(_error) from None
+        except Exception as exc:  # noqa: BLE001 - any failure means "not available", with the reason
+            _error = f"{type(exc).__name__}: {exc}"
+            raise RuntimeError(_error) from None
+        lib.tt_isa.restype = ctypes.c_char_p
+        lib.tt_openmp.restype = ctypes.c_int
+        lib.tt_sgemm.restype = ctypes.c_int
+        lib.tt_sgemm.argtypes = [_f32p, _f32p, _f32p, _size, _size, _size, _size, _size, _size,
+                                 _f32p, ctypes.c_int]  # fmt: skip
+        lib.tt_bias_gelu.restype = ctypes.c_int
+        lib.tt_bias_gelu.argtypes = [_f32p, _f32p, _f32p, _size, _size, ctypes.c_int]
+        lib.tt_copy.restype = ctypes.c_int
+        lib.tt_copy.argtypes = [_f32p, _f32p, _size, ctypes.c_int]
+        lib.tt_fma_peak.restype = ctypes.c_double
+        lib.tt_fma_peak.argtypes = [_size, ctypes.c_int]
+        _lib, _result = lib, res
+        return lib
+
+
+def available() -> tuple[bool, str]:
+    """(True, "avx2+fma, OpenMP, g++ 12.2") once the library builds and loads, else (False, why)."""
+    try:
+        lib = _load()
+    except RuntimeError as exc:
+        return False, str(exc)
+    assert _result is not None
+    omp = "OpenMP" if _result.openmp else "single-thread (" + _result.openmp_reason + ")"
+    return True, f"{lib.tt_isa().decode()}, {omp}, {_result.compiler_version}"
+
+
+def default_threads() -> int:
+    """OMP_NUM_THREADS if set, else the CPUs this process may run on."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), _MAX_THREADS)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def build_info() -> dict[str, Any]:
+    """built, isa, openmp, threads, compiler, flags, cache path, error (never raises)."""
+    info: dict[str, Any] = {
+        "built": False,
+        "isa": None,
+        "openmp": None,
+        "threads": default_threads(),
+        "compiler": None,
+        "compiler_version": None,
+        "flags": None,
+        "cache_path": str(_build.cache_dir()),
+        "library": None,
+        "cached": None,
+        "notes": [],
+        "error": None,
+    }
+    try:
+        lib = _load()
+    except RuntimeError as exc:
+        info["error"] = str(exc)
+        cxx = _build.find_compiler()
+        info["compiler"] = " ".join(cxx) if cxx else None
+        return info
+    res = _result
+    assert res is not None
+    info.update(
+        built=True,
+        isa=lib.tt_isa().decode(),
+        openmp=res.openmp,
+        openmp_reason=res.openmp_reason,
+        threads=default_threads() if res.openmp else 1,
+        compiler=" ".join(res.compiler),
+        compiler_version=res.compiler_version,
+        flags=list(res.flags),
+        library=str(res.library),
+        cached=res.cached,
+        notes=list(res.notes),
+    )
+    return info
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def _threads(threads: object) -> int:
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+        raise ValueError(f"threads must be an int >= 1 or None, got {threads!r}")  # noqa: TRY004
+    if not 1 <= int(threads) <= _MAX_THREADS:
+        raise ValueError(f"threads must be in 1..{_MAX_THREADS}, got {threads!r}")
+    return int(threads)
+
+
+def _as_f32(x: object, name: str, ndim: int | None = None) -> np.ndarray:
+    """A C-contiguous float32 copy/view of x; ValueError naming `name` if it is not numeric."""
+    data = getattr(x, "data", None)
+    if isinstance(data, np.ndarray) and not isinstance(x, np.ndarray):
+        x = data  # a tinytorch Tensor (or anything wrapping an ndarray in .data)
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - ragged lists and the like
+        raise ValueError(f"{name} is not array-like: {exc}") from None
+    if arr.dtype.kind not in "fiub":  # float, int, uint, bool convert; complex and object do not
+        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def _ptr(arr: np.ndarray) -> Any:
+    return arr.ctypes.data_as(_f32p)
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def matmul(a: object, b: object, *, threads: int | None = None) -> np.ndarray:
+    """C = A @ B in float32: A (M, K), B (K, N) -> (M, N)."""
+    return _gemm(a, b, None, threads)
+
+
+def matmul_bias_gelu(
+    a: object, b: object, bias: object, *, threads: int | None = None
+) -> np.ndarray:
+    """C = gelu(A @ B + bias), GELU in tanh form, applied as the micro-kernel writes C."""
+    return _gemm(a, b, bias, threads)
+
+
+def _gemm(a: object, b: object, bias: object | None, threads: object) -> np.ndarray:
+    nt = _threads(threads)
+    a32 = _as_f32(a, "a", ndim=2)  # (M, K)
+    b32 = _as_f32(b, "b", ndim=2)  # (K, N)
+    (m, k), (k2, n) = a32.shape, b32.shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: a is {a32.shape}, b is {b32.shape}")
+    bias32 = None
+    if bias is not None:
+        bias32 = _as_f32(bias, "bias", ndim=1)  # (N,)
+        if bias32.shape[0] != n:
+            raise ValueError(f"bias must have length N={n} (columns of b), got {bias32.shape[0]}")
+    lib = _load()
+    out = np.empty((m, n), dtype=np.float32)  # (M, N)
+    if m == 0 or n == 0:
+        return out
+    rc = lib.tt_sgemm(_ptr(a32), _ptr(b32), _ptr(out), m, n, k, max(k, 1), max(n, 1), n,
+                      _ptr(bias32) if bias32 is not None else None, nt)  # fmt: skip
+    if rc != 0:
+        raise MemoryError("tt_sgemm could not allocate its packing buffers")
+    return out
+
+
+def fused_bias_gelu(x: object, bias: object, *, threads: int | None = None) -> np.ndarray:
+    """y = gelu(x + bias) = u' * sigmoid(2 sqrt(2/pi) (u' + 0.044715 u'^3)), u' = x + bias."""
+    nt = _threads(threads)
+    x32 = _as_f32(x, "x")  # (..., N)
+    if x32.ndim == 0:
+        raise ValueError("x must have at least 1 dimension, got a scalar")
+    bias32 = _as_f32(bias, "bias", ndim=1)  # (N,)
+    cols = x32.shape[-1]
+    if bias32.shape[0] != cols:
+        raise ValueError(
+            f"bias must have length {cols} (the last dimension of x {x32.shape}), "
+            f"got {bias32.shape[0]}"
+        )
+    lib = _load()
+    out = np.empty_like(x32)
+    if x32.size == 0:
+        return out
+    rows = x32.size // cols
+    rc = lib.tt_bias_gelu(_ptr(x32), _ptr(bias32), _ptr(out), rows, cols, nt)
+    if rc != 0:
+        raise RuntimeError(f"tt_bias_gelu failed with code {rc}")
+    return out
+
+
+def copy(x: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+    """A parallel memcpy of x: the bandwidth ceiling the benchmark divides bias+GELU by."""
+    nt = _threads(threads)
+    x32 = _as_f32(x, "x")
+    out = np.empty_like(x32)
+    if x32.size:
+        _load().tt_copy(_ptr(x32), _ptr(out), x32.size, nt)
+    return out
+
+
+def fma_peak(*, threads: int | None = None, iters: int = 20_000_000) -> float:
+    """GFLOP/s of 12 independent FMA chains per thread: the compute ceiling for GEMM."""
+    nt = _threads(threads)
+    return float(_load().tt_fma_peak(int(iters), nt))

@@ -1,0 +1,196 @@
+"""C++ SIMD kernels against plain NumPy/float64 references, on ragged shapes, and fuzzed arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tinytorch.extensions import simd
+
+OK, REASON = simd.available()
+pytestmark = pytest.mark.skipif(not OK, reason=f"C++ kernels unavailable: {REASON}")
+
+C = np.sqrt(2.0 / np.pi)
+
+
+def gelu64(y: np.ndarray) -> np.ndarray:
+    """The float64 tanh-form GELU, written the textbook way (0.5 y (1 + tanh u))."""
+    y = np.asarray(y, dtype=np.float64)
+    return 0.5 * y * (1.0 + np.tanh(C * (y + 0.044715 * y * y * y)))
+
+
+def gemm_tol(a: np.ndarray, b: np.ndarray) -> float:
+    """float32 accumulation error bound for a K-long dot product, scaled by |a| |b|."""
+    k = max(a.shape[1], 1)
+    scale = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))).max(initial=0.0)
+    return 4 * k * np.finfo(np.float32).eps * scale + 1e-6
+
+
+# Shapes smaller than, equal to, and straddling the 6x16 register tile and the KC/MC/NC blocks.
+RAGGED = [
+    (1, 1, 1),
+    (1, 7, 1),
+    (5, 3, 17),
+    (6, 1, 16),
+    (7, 9, 33),
+    (13, 513, 15),
+    (73, 520, 31),
+    (130, 1030, 70),
+    (200, 37, 3100),
+    (31, 0, 5),
+]
+
+
+@pytest.mark.parametrize("m,k,n", RAGGED)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_matmul_matches_numpy_on_ragged_shapes(m: int, k: int, n: int, threads: int) -> None:
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out = simd.matmul(a, b, threads=threads)
+    assert out.shape == (m, n) and out.dtype == np.float32
+    np.testing.assert_allclose(out, ref, rtol=0, atol=gemm_tol(a, b))
+
+
+@pytest.mark.parametrize("m,k,n", RAGGED)
+def test_matmul_bias_gelu_matches_unfused_reference(m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(7 + m + k * 3 + n * 5)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    ref = gelu64(a.astype(np.float64) @ b.astype(np.float64) + bias)
+    out = simd.matmul_bias_gelu(a, b, bias, threads=2)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=gemm_tol(a, b) * 1.2 + 1e-6)
+
+
+def test_fused_bias_gelu_error_below_1e6_for_abs_x_up_to_20() -> None:
+    x = np.linspace(-20, 20, 400_003, dtype=np.float32).reshape(1, -1)
+    out = simd.fused_bias_gelu(x, np.zeros(x.shape[1], np.float32))
+    assert np.abs(out.astype(np.float64) - gelu64(x)).max() <= 1e-6
+
+
+def test_fused_bias_gelu_adds_bias_per_column_on_ragged_widths() -> None:
+    rng = np.random.default_rng(3)
+    for cols in (1, 7, 8, 9, 31, 1000):
+        x = (rng.standard_normal((5, cols)) * 4).astype(np.float32)
+        bias = rng.standard_normal(cols).astype(np.float32)
+        ref = gelu64((x + bias).astype(np.float64))  # the float32 sum is what the kernel sees
+        out = simd.fused_bias_gelu(x, bias, threads=2)
+        assert np.abs(out - ref).max() <= 1e-6, cols
+
+
+def test_fused_bias_gelu_has_no_nan_for_finite_input_and_handles_inf() -> None:
+    big = np.finfo(np.float32).max
+    x = np.array([-big, -3e38, -1e20, -100, -9.01, -8.99, -1e-30, 0, 1e-30, 100, 1e20, big],
+                 dtype=np.float32)  # fmt: skip
+    out = simd.fused_bias_gelu(x[None, :], np.zeros(x.size, np.float32))[0]
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, gelu64(x), rtol=1e-6, atol=1e-6)
+    inf = simd.fused_bias_gelu(np.array([[-np.inf, np.inf]], np.float32), np.zeros(2, np.float32))
+    assert inf[0, 0] == 0.0 and inf[0, 1] == np.inf
+
+
+def test_nd_input_uses_last_axis_for_bias() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 10)).astype(np.float32)
+    bias = rng.standard_normal(10).astype(np.float32)
+    out = simd.fused_bias_gelu(x, bias)
+    assert out.shape == x.shape
+    np.testing.assert_allclose(out, gelu64(x + bias), atol=1e-6)
+
+
+def test_build_info_records_the_isa_path_that_was_built() -> None:
+    info = simd.build_info()
+    assert info["built"] is True and info["error"] is None
+    assert info["isa"] in ("avx2+fma", "neon", "scalar")
+    for key in ("openmp", "threads", "compiler", "flags", "cache_path"):
+        assert key in info
+
+
+# ------------------------------------------------------------------ bad arguments never segfault
+
+dtypes = st.sampled_from([np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, bool])
+
+
+@st.composite
+def maybe_strided(draw: st.DrawFn, shape: tuple[int, ...], dtype: object) -> np.ndarray:
+    """An array of `shape`, sometimes a transposed or step-2 view instead of a fresh buffer."""
+    kind = draw(st.sampled_from(["plain", "transposed", "stepped"]))
+    if kind == "transposed" and len(shape) == 2:
+        return np.zeros(shape[::-1], dtype=dtype).T + np.ones(shape, dtype=dtype)
+    if kind == "stepped" and len(shape) >= 1:
+        big = np.arange(int(np.prod(shape)) * 2).reshape(*shape[:-1], shape[-1] * 2)
+        return (big[..., ::2] % 5).astype(dtype)
+    return (np.arange(int(np.prod(shape))).reshape(shape) % 7).astype(dtype)
+
+
+dims = st.integers(0, 40)
+
+
+@given(data=st.data(), m=dims, k=dims, n=dims, k2=dims, da=dtypes, db=dtypes)
+def test_matmul_fuzzed_arguments_raise_or_match(data, m, k, n, k2, da, db) -> None:
+    k2 = data.draw(st.sampled_from([k, k2]))
+    a = data.draw(maybe_strided((m, k), da))
+    b = data.draw(maybe_strided((k2, n), db))
+    threads = data.draw(st.sampled_from([None, 1, 2, 3]))
+    if k != k2:
+        with pytest.raises(ValueError, match="inner dimensions"):
+            simd.matmul(a, b, threads=threads)
+        return
+    out = simd.matmul(a, b, threads=threads)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-3)
+
+
+@given(data=st.data(), shape=st.lists(st.integers(0, 12), min_size=1, max_size=3), nb=dims,
+       dx=dtypes)  # fmt: skip
+def test_fused_bias_gelu_fuzzed_arguments_raise_or_match(data, shape, nb, dx) -> None:
+    x = data.draw(maybe_strided(tuple(shape), dx))
+    nb = data.draw(st.sampled_from([shape[-1], nb]))
+    bias = np.linspace(-1, 1, nb).astype(np.float32)
+    if nb != shape[-1]:
+        with pytest.raises(ValueError, match="bias"):
+            simd.fused_bias_gelu(x, bias)
+        return
+    out = simd.fused_bias_gelu(x, bias)
+    np.testing.assert_allclose(out, gelu64(x.astype(np.float32) + bias), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args,name",
+    [
+        ((np.ones(3), np.ones((3, 2))), "a"),
+        ((np.ones((2, 3)), np.ones((3, 2, 1))), "b"),
+        ((np.ones((2, 3), complex), np.ones((3, 2))), "a"),
+        ((np.ones((2, 3)), np.array([[object()]])), "b"),
+        ((np.ones((2, 3)), [[1, 2], [3]]), "b"),
+    ],
+)
+def test_matmul_rejects_bad_arguments_naming_them(args: tuple, name: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        simd.matmul(*args)
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, "2", True, 10**6])
+def test_bad_thread_counts_are_rejected(threads: object) -> None:
+    with pytest.raises(ValueError, match="threads"):
+        simd.matmul(np.ones((2, 2)), np.ones((2, 2)), threads=threads)
+
+
+def test_bias_shape_is_checked_for_the_fused_gemm() -> None:
+    with pytest.raises(ValueError, match="bias"):
+        simd.matmul_bias_gelu(np.ones((2, 3)), np.ones((3, 4)), np.ones(3))
+    with pytest.raises(ValueError, match="bias"):
+        simd.matmul_bias_gelu(np.ones((2, 3)), np.ones((3, 4)), np.ones((1, 4)))
+
+
+def test_inputs_are_not_mutated() -> None:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.arange(20, dtype=np.float32).reshape(4, 5)
+    bias = np.ones(5, np.float32)
+    a0, b0, bias0 = a.copy(), b.copy(), bias.copy()
+    simd.matmul_bias_gelu(a, b, bias)
+    simd.fused_bias_gelu(a, np.ones(4, np.float32))
+    assert (a == a0).all() and (b == b0).all() and (bias == bias0).all()
