@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -125,7 +127,7 @@ adjoint = walk("col2im")
 
 # %%
 part_a = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT)
-show(cases_bundle(part_a.cases, stage="gate"))
+show(cases_bundle(part_a.cases, stage="gate", compact=True))
 show(checks_bundle(part_a.checks))
 
 # %% [markdown]

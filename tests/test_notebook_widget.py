@@ -77,4 +77,4 @@ def test_a_failing_grid_is_shown_not_raised():
 
 def test_rejects_unknown_default_tiles_naming_them():
     with pytest.raises(ValueError, match="selected_tiles"):
-        TileHeatmap("m", selected_tiles=(5,), grid=FakeGrid())
+        TileHeatmap("m", selected_tiles=(6,), grid=FakeGrid())

@@ -77,7 +77,7 @@ def grade(
     result = {
         "schema_version": SCHEMA_VERSION,
         "notebook": str(path.resolve()),
-        "impl": overrides.get("IMPL"),
+        "impl": overrides.get("IMPL") or (payload or {}).get("impl"),
         "params": {k: v for k, v in overrides.items()},
         "status": run.status,
         "exit_code": code,

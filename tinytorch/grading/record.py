@@ -22,13 +22,13 @@ def as_dict(result: Any) -> dict[str, Any]:
     return dict(vars(result))
 
 
-def cases_bundle(results: Sequence[Any], stage: str) -> dict[str, Any]:
-    """A display bundle: the case table for people, the case dicts for the grader."""
+def cases_bundle(results: Sequence[Any], stage: str, *, compact: bool = False) -> dict[str, Any]:
+    """A display bundle: the case table for people (compact: failures only), the dicts for the grader."""
     from tinytorch.viz.tables import cases_html, cases_text
 
     return {
         CASES_MIME: {"stage": stage, "cases": [as_dict(r) for r in results]},
-        "text/html": cases_html(results),
+        "text/html": cases_html(results, compact=compact),
         "text/plain": cases_text(results),
     }
 

@@ -22,10 +22,15 @@ def _err(value: float | None) -> str:
     return "" if value is None else f"{value:.2e}"
 
 
-def cases_html(results: Sequence[Any]) -> str:
-    """One row per case: status, title, max error (and where), and the lesson when it did not pass."""
+def cases_html(results: Sequence[Any], *, compact: bool = False) -> str:
+    """One row per case: status, title, max error (and where), and the lesson when it did not pass.
+
+    compact=True lists only the cases that did not pass (the full gate, after the walk).
+    """
     rows = []
     for r in results:
+        if compact and r.status == "pass":
+            continue
         where = f" at {list(r.where)}" if getattr(r, "where", None) else ""
         lesson = (
             ""
@@ -41,6 +46,8 @@ def cases_html(results: Sequence[Any]) -> str:
             f"<td>{_err(r.max_error)}{html.escape(where)}</td><td>{r.seconds * 1e3:.0f} ms</td></tr>"
         )
     passed = sum(r.status == "pass" for r in results)
+    if compact and not rows:
+        return f"<p><b>{passed}/{len(results)} cases pass</b></p>"
     return (
         f"<p><b>{passed}/{len(results)} cases pass</b></p>"
         "<table><tr><th>status</th><th style='text-align:left'>case</th><th>max abs error</th>"

@@ -23,7 +23,8 @@ SHAPES: tuple[tuple[int, int, int], ...] = (
     (5, 3, 4),
     (150, 131, 140),
 )
-TILE_SIZES: tuple[int, ...] = (1, 3, 7, 8, 16, 32, 64, 128)
+# No tile 1: on 150x131x140 it is ~3M Python-level block products, a timeout, not a lesson.
+TILE_SIZES: tuple[int, ...] = (3, 5, 7, 8, 16, 32, 64, 128)
 DEFAULT_TILES: tuple[int, ...] = (7, 16, 64)
 
 Grid = Callable[..., list]  # check_matmul_grid(impl, shapes, tile_sizes, seed=..., timeout=...)
