@@ -61,6 +61,8 @@ def test_matches_numpy_on_any_shape_and_tile(m, k, n, tile, seed):
         (7, 5, 3, 100),  # tile larger than the matrix
         (33, 17, 9, 1),  # tile of 1: scalar products
         (128, 128, 128, 32),  # exact multiples
+        (257, 131, 190, 64),  # large enough to be shared among threads, ragged everywhere
+        (300, 300, 1, 128),  # N = 1 on the threaded path
     ],
 )
 def test_named_awkward_shapes(m, k, n, tile):
@@ -85,7 +87,16 @@ class MatmulRecorder:
         return self.original(x, y, *args, **kwargs)
 
 
-@pytest.mark.parametrize("m, k, n, tile", [(70, 45, 33, 16), (5, 9, 200, 64), (64, 64, 64, 64)])
+@pytest.mark.parametrize(
+    "m, k, n, tile",
+    [
+        (70, 45, 33, 16),  # small: one thread
+        (5, 9, 200, 64),
+        (64, 64, 64, 64),
+        (150, 97, 130, 32),  # enough work for several threads sharing the output tiles
+        (300, 20, 301, 100),
+    ],
+)
 def test_is_really_tiled(monkeypatch, m, k, n, tile):
     """Every block product is <= tile on M, N and K, and there is one per (i, j, k) tile triple."""
     recorder = MatmulRecorder(np.matmul)
@@ -169,3 +180,23 @@ def test_non_numeric_input_names_the_argument():
 def test_numpy_integer_tile_size_is_accepted():
     a, b = random_pair(10, 10, 10)
     assert_matches_reference(tiled_matmul(a, b, np.int64(3)), a, b)
+
+
+def test_concurrent_calls_from_several_threads():
+    """Threads calling tiled_matmul at once each get their own correct product."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [random_pair(120 + i, 90 + 3 * i, 100 - i, seed=i) for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda ab: tiled_matmul(ab[0], ab[1], 32), pairs))
+    for c, (a, b) in zip(results, pairs, strict=True):
+        assert_matches_reference(c, a, b)
+
+
+def test_blas_thread_setting_is_restored():
+    threadpoolctl = pytest.importorskip("threadpoolctl", reason="threadpoolctl is not installed")
+    before = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()]
+    a, b = random_pair(200, 200, 200)
+    tiled_matmul(a, b, 64)
+    after = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()]
+    assert after == before

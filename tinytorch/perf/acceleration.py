@@ -14,7 +14,14 @@ those regions so that the student edition still rejects bad input with a clear e
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
 import math
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 from typing import Any
 
@@ -44,6 +51,42 @@ def _as_float32(value: ArrayLike, name: str, where: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+def _cpu_count() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+_WORKERS = max(1, min(_cpu_count(), 8))  # threads that share the output tiles
+_PARALLEL_MIN_WORK = 64**3  # below this many multiply-adds, threads cost more than they save
+_PARALLEL_LOCK = threading.Lock()  # one parallel product at a time: the BLAS limit is global
+
+
+@functools.lru_cache(maxsize=1)
+def _executor() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="tiled_matmul")
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller() -> Any:
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # optional: without it BLAS keeps its own threads
+        return None
+    return ThreadpoolController()
+
+
+@contextlib.contextmanager
+def _single_threaded_blas() -> Iterator[None]:
+    """Limit NumPy's BLAS to one thread inside the block (our threads provide the parallelism)."""
+    controller = _blas_controller()
+    if controller is None:
+        yield
+        return
+    with controller.limit(limits=1, user_api="blas"):
+        yield
+
+
 def _check_matmul(a: np.ndarray, b: np.ndarray, tile_size: object) -> int:
     where = "tiled_matmul"
     if a.ndim != 2:
@@ -65,44 +108,75 @@ def _check_matmul(a: np.ndarray, b: np.ndarray, tile_size: object) -> int:
     return int(tile_size)
 
 
+def _accumulate_tiles(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    t: int,
+    tiles: list[tuple[int, int]],
+    next_tile: Iterator[int],
+) -> None:
+    """One worker: take output tiles from the shared counter until none is left; C tile = sum_k."""
+    ### BEGIN SOLUTION
+    # HINT: for each output tile, loop over k-tiles: np.matmul(A_tile, B_tile, out=buffer), C += buffer
+    k = a.shape[1]
+    partial = np.empty((min(t, c.shape[0]), min(t, c.shape[1])), dtype=np.float32)  # per worker
+    for index in next_tile:
+        if index >= len(tiles):
+            return
+        i0, j0 = tiles[index]
+        i1, j1 = min(i0 + t, c.shape[0]), min(j0 + t, c.shape[1])
+        c_tile = c[i0:i1, j0:j1]  # (<=T, <=T) view of C
+        buf = partial[: i1 - i0, : j1 - j0]
+        for k0 in range(0, k, t):
+            k1 = min(k0 + t, k)
+            a_tile = a[i0:i1, k0:k1]  # (<=T, <=T)
+            b_tile = b[k0:k1, j0:j1]  # (<=T, <=T)
+            if k0 == 0:
+                np.matmul(a_tile, b_tile, out=c_tile)  # the first k-tile writes C directly
+            else:
+                np.matmul(a_tile, b_tile, out=buf)
+                c_tile += buf
+    ### END SOLUTION
+
+
 def tiled_matmul(a: ArrayLike, b: ArrayLike, tile_size: int = 64) -> Tensor:
     """C[i, j] = sum_k A[i, k] B[k, j], one (tile x tile) block of C at a time.
 
     Blocked loop nest (T = tile_size; the last tile on each axis may be smaller):
 
-        for i0 in 0, T, 2T, ... < M:            # rows of C
-            for j0 in 0, T, 2T, ... < N:        # columns of C
-                C[i0:i0+T, j0:j0+T]  = A[i0:i0+T, 0:T]  @ B[0:T,  j0:j0+T]
-                C[i0:i0+T, j0:j0+T] += A[i0:i0+T, T:2T] @ B[T:2T, j0:j0+T]   # ... every k-tile
+        for each output tile (i0, j0):                # independent: shared among workers
+            C[i0:i0+T, j0:j0+T]  = A[i0:i0+T, 0:T]  @ B[0:T,  j0:j0+T]
+            C[i0:i0+T, j0:j0+T] += A[i0:i0+T, T:2T] @ B[T:2T, j0:j0+T]   # ... every k-tile
 
-    Each block product touches 3 T x T tiles, which stay in cache while they are reused T times.
-    The partial products go through one preallocated T x T buffer (`out=`), so the loop allocates
-    no arrays per tile.
+    Each block product touches three T x T tiles, which stay in cache while they are reused T
+    times. Partial products go through one preallocated T x T buffer per worker (`out=`), so the
+    loop allocates nothing per tile. Output tiles do not depend on each other (a GPU runs one
+    program per output tile), so a few threads share them, each calling a single-threaded BLAS:
+    many small multi-threaded BLAS calls would each pay a thread barrier, and on a busy machine
+    a barrier waits for a descheduled thread.
     """
     a_ = _as_float32(a, "a", "tiled_matmul")
     b_ = _as_float32(b, "b", "tiled_matmul")
     t = _check_matmul(a_, b_, tile_size)
     ### BEGIN SOLUTION
-    # HINT: loop over (row tile, column tile, k tile); np.matmul(A_tile, B_tile, out=buffer), then +=
+    # HINT: C = np.zeros((M, N)); for each (i0, j0) output tile, accumulate its k-tile products
     m, k = a_.shape
     n = b_.shape[1]
     c = np.zeros((m, n), dtype=np.float32)  # (M, N); stays zero when K == 0
-    partial = np.empty((min(t, m), min(t, n)), dtype=np.float32)  # one block product
-    for i0 in range(0, m, t):
-        i1 = min(i0 + t, m)
-        for j0 in range(0, n, t):
-            j1 = min(j0 + t, n)
-            c_tile = c[i0:i1, j0:j1]  # (<=T, <=T) view of C
-            buf = partial[: i1 - i0, : j1 - j0]
-            for k0 in range(0, k, t):
-                k1 = min(k0 + t, k)
-                a_tile = a_[i0:i1, k0:k1]  # (<=T, <=T)
-                b_tile = b_[k0:k1, j0:j1]  # (<=T, <=T)
-                if k0 == 0:
-                    np.matmul(a_tile, b_tile, out=c_tile)  # first k-tile writes C directly
-                else:
-                    np.matmul(a_tile, b_tile, out=buf)
-                    c_tile += buf
+    tiles = [(i0, j0) for i0 in range(0, m, t) for j0 in range(0, n, t)]
+    next_tile = itertools.count()  # shared work counter: next() is atomic under the GIL
+    workers = 1 if m * n * k < _PARALLEL_MIN_WORK else min(_WORKERS, len(tiles))
+    if workers == 1:
+        _accumulate_tiles(a_, b_, c, t, tiles, next_tile)
+        return Tensor(c)
+    with _PARALLEL_LOCK, _single_threaded_blas():
+        jobs = [
+            _executor().submit(_accumulate_tiles, a_, b_, c, t, tiles, next_tile)
+            for _ in range(workers)
+        ]
+        for job in jobs:
+            job.result()  # re-raises a worker's exception
     return Tensor(c)
     ### END SOLUTION
 
