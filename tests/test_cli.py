@@ -77,6 +77,11 @@ def test_info_json_parses():
     assert isinstance(env["blas"], list) and isinstance(env["backends"], list)
     for row in env["backends"]:
         assert {"name", "available", "reason"} <= set(row), row
+        assert isinstance(row["available"], bool) and row["reason"], row
+    # Issue 2: the C++ compiler, torch, Triton and MPS, each available or not, with the reason.
+    names = " ".join(row["name"].lower() for row in env["backends"])
+    for backend in ("c++", "torch", "triton", "mps"):
+        assert backend in names, f"tito info has no {backend} row: {names}"
 
 
 def test_no_command_prints_help_and_fails(capsys):
