@@ -1,0 +1,123 @@
+"""The milestone notebook, executed headless through `tito grade`, against the reference and two
+student files written here: one that drops the ragged tile row, one that is unfinished."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tinytorch.cli.main import main
+from tinytorch.grading.record import VERDICT_MIME
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+DROPS_RAGGED_ROWS = """
+import numpy as np
+from tinytorch.core.tensor import Tensor
+from tinytorch.perf.acceleration import col2im, fused_gelu, im2col, im2col_conv2d  # noqa: F401
+
+
+def tiled_matmul(a, b, tile_size=64):
+    a = np.asarray(getattr(a, "data", a), dtype=np.float32)
+    b = np.asarray(getattr(b, "data", b), dtype=np.float32)
+    m, k = a.shape
+    n = b.shape[1]
+    c = np.zeros((m, n), dtype=np.float32)
+    for i in range(0, m - m % tile_size, tile_size):  # BUG: the ragged last tile row is dropped
+        for j in range(0, n, tile_size):
+            for p in range(0, k, tile_size):
+                c[i:i + tile_size, j:j + tile_size] += (
+                    a[i:i + tile_size, p:p + tile_size] @ b[p:p + tile_size, j:j + tile_size]
+                )
+    return Tensor(c)
+"""
+
+UNFINISHED = """
+from tinytorch.perf.acceleration import fused_gelu, tiled_matmul  # noqa: F401
+
+
+def im2col(x, kernel_size, stride=1, padding=0):
+    raise NotImplementedError("TODO")
+"""
+
+
+def _grade(tmp_path: Path, *args: str) -> tuple[int, dict, object]:
+    report, executed = tmp_path / "report.json", tmp_path / "executed.ipynb"
+    code = main(["grade", *args, "--report", str(report), "--executed", str(executed)])
+    return code, json.loads(report.read_text()), nbformat.read(executed, as_version=4)
+
+
+def _images(nb) -> int:
+    return sum(
+        "image/png" in out.get("data", {})
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+
+
+def _heatmap_outputs(nb) -> list:
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    return [
+        out
+        for model in state.values()
+        if model["model_name"] == "OutputModel"
+        for out in model["state"].get("outputs", [])
+    ]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("reference")
+    return _grade(tmp)
+
+
+def test_reference_passes_with_every_cell_ok(reference_run):
+    code, report, _ = reference_run
+    assert code == 0, report["error"]
+    assert report["verdict"] == "PASS" and report["status"] == "completed"
+    assert report["passed"] == report["total"] == 30
+    assert {c["status"] for c in report["checks"]} == {"pass"}
+    code_cells = [c for c in report["cells"] if c["status"] != "markdown"]
+    assert {c["status"] for c in code_cells} == {"ok"}
+
+
+def test_reference_run_draws_figures_heatmap_and_part_b(reference_run):
+    _, report, nb = reference_run
+    assert _images(nb) >= 5  # ragged tiles, two im2col, throughput, roofline
+    heat = _heatmap_outputs(nb)
+    assert any("image/png" in out.get("data", {}) for out in heat), (
+        "heatmap did not render headless"
+    )
+    backends = {row["backend"] for row in report["part_b"]["rows"]}
+    assert {"student", "numpy"} <= backends
+    assert all(row["status"] != "mismatch" for row in report["part_b"]["rows"])
+    verdict = [
+        o for c in nb.cells for o in c.get("outputs", []) if VERDICT_MIME in o.get("data", {})
+    ]
+    assert len(verdict) == 1
+
+
+def test_a_ragged_tile_bug_is_named_with_its_lesson(tmp_path):
+    student = tmp_path / "acceleration.py"
+    student.write_text(DROPS_RAGGED_ROWS)
+    code, report, nb = _grade(tmp_path, "--impl", str(student), "-p", "PART_B='off'")
+    assert code == 1 and report["verdict"] == "NOT_PASSED" and report["status"] == "completed"
+    failed = {c["name"]: c for c in report["cases"] if c["status"] != "pass"}
+    assert failed and all(name.startswith("tiled_matmul/") for name in failed)
+    assert all(c["lesson"] for c in failed.values())
+    multiples = [c for c in report["cases"] if c["name"].startswith("tiled_matmul/multiple/")]
+    assert multiples and all(c["status"] == "pass" for c in multiples)
+    heat = json.dumps(_heatmap_outputs(nb))
+    assert "image/png" in heat
+
+
+def test_an_unfinished_module_is_incomplete(tmp_path):
+    student = tmp_path / "unfinished.py"
+    student.write_text(UNFINISHED)
+    code, report, _ = _grade(tmp_path, "--impl", str(student), "-p", "PART_B='off'")
+    assert code == 1 and report["verdict"] == "INCOMPLETE"
+    assert report["missing"]
