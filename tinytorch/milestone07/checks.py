@@ -1,0 +1,182 @@
+"""The deeper checks, graded apart from the 30 cases: what a right answer alone does not prove."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytorch.milestone07.audit import block_dims
+from tinytorch.milestone07.calls import StudentCalls, failure_text
+from tinytorch.milestone07.compare import compare
+from tinytorch.milestone07.references import out_size, ref_col2im, ref_gelu, ref_im2col
+from tinytorch.milestone07.results import CheckResult
+
+AUDIT_PROBLEMS = ((150, 130, 140, 64), (40, 35, 30, 16), (20, 17, 19, 7))  # (M, K, N, tile)
+LAYOUT_GEOMETRIES = (((2, 3, 7, 9), 3, 2, 1), ((1, 2, 5, 6), 2, 1, 0))  # (x_shape, k, s, p)
+COVERAGE_GEOMETRIES = (((1, 2, 7, 8), 3, 2, 1), ((1, 1, 6, 7), 2, 3, 0))
+EXTREMES = np.array(
+    [-3e38, -1e10, -1e4, -100, -20, -5, -1e-30, 0, 1e-30, 5, 20, 100, 1e4, 1e10, 3e38],
+    dtype=np.float32,
+)
+EXACT = (1e-6, 1e-6)  # (rtol, atol): a gather/scatter of float32 values is exact up to one add
+
+
+def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
+    status, detail = failure_text(reply)
+    status = "fail" if status == "error" and reply["status"] == "not_tensor" else status
+    return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn])
+
+
+def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
+    """Every block product the student's tiled_matmul performs is at most tile_size on M, K and N."""
+    name, fn = "tiling audit", "tiled_matmul"
+    lesson = (
+        "Multiply tile by tile: A[i0:i1, k0:k1] @ B[k0:k1, j0:j1] with every extent <= tile_size; "
+        "one np.matmul of the whole matrices is not a tiled kernel."
+    )
+    rng = np.random.default_rng([seed, 17])
+    seen, worst, unseen = 0, None, []
+    for m, k, n, t in AUDIT_PROBLEMS:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        reply = calls.call(fn, [a, b], {"tile_size": t}, label=f"audit {m}x{k}x{n}", audit=True)
+        if reply["status"] != "ok":
+            return _broken(name, fn, reply, lesson)
+        records = reply["records"]
+        if not records:
+            unseen.append(f"{m}x{k}x{n}/tile {t}")
+            continue
+        seen += len(records)
+        for op, shapes in records:
+            dims = block_dims(op, shapes)
+            if max(dims) > t:
+                detail = (
+                    f"a {op} of a {dims[0]}x{dims[1]} by {dims[1]}x{dims[2]} block on the "
+                    f"{m}x{k} @ {k}x{n} problem with tile_size={t}: larger than the tile"
+                )
+                return CheckResult(name, "fail", detail, lesson, [fn])
+            worst = dims if worst is None or max(dims) > max(worst) else worst
+    if seen == 0:
+        detail = (
+            "no matrix product was observed (e.g. `@` on arrays copied out of the Tensor), so "
+            "tiling could not be verified"
+        )
+        return CheckResult(name, "not_observed", detail, "", [])
+    detail = f"{seen} block products observed, none larger than the tile"
+    if unseen:
+        detail += f"; nothing observed on {', '.join(unseen)}"
+    return CheckResult(name, "pass", detail, "", [])
+
+
+def im2col_layout(calls: StudentCalls, seed: int) -> CheckResult:
+    """im2col(x) is (N*oh*ow, C*k*k), rows (image, out row, out col), cols (channel, kr, kc)."""
+    name, fn = "im2col layout", "im2col"
+    from tinytorch.milestone07.cases import LESSONS
+
+    lesson = LESSONS["conv"]
+    rng = np.random.default_rng([seed, 23])
+    for x_shape, k, s, p in LAYOUT_GEOMETRIES:
+        x = rng.standard_normal(x_shape).astype(np.float32)
+        reply = calls.call(fn, [x, k], {"stride": s, "padding": p}, label=f"layout {x_shape}")
+        if reply["status"] != "ok":
+            return _broken(name, fn, reply, lesson)
+        ref = ref_im2col(x, k, s, p)
+        out = reply["output"]
+        got = compare(out, ref, rtol=EXACT[0], atol=EXACT[1])
+        if got.ok:
+            continue
+        where = f"x {x_shape}, k={k}, stride={s}, padding={p}"
+        c = x_shape[1]
+        kc_first = ref.reshape(-1, c, k, k).transpose(0, 2, 3, 1).reshape(ref.shape)
+        if out.shape == ref.shape and compare(out, kc_first, rtol=EXACT[0], atol=EXACT[1]).ok:
+            detail = f"{where}: columns are ordered (kernel row, kernel col, channel)"
+            hint = "Order the columns (channel, kernel row, kernel col): " + lesson
+            return CheckResult(name, "fail", detail, hint, [fn])
+        if out.shape == ref.T.shape:
+            return CheckResult(
+                name,
+                "fail",
+                f"{where}: got (C*k*k, N*oh*ow) = {out.shape}, the transpose",
+                lesson,
+                [fn],
+            )
+        return CheckResult(name, "fail", f"{where}: {got.detail}", lesson, [fn])
+    return CheckResult(name, "pass", "matches the reference layout on 2 geometries", "", [])
+
+
+def col2im_coverage(calls: StudentCalls, seed: int) -> CheckResult:
+    """col2im(ones) counts, for each pixel, the windows that cover it."""
+    name, fn = "col2im coverage", "col2im"
+    lesson = (
+        "col2im of all-ones must count the windows covering each pixel: scatter-ADD (+=) each "
+        "column back to its window and crop the padding."
+    )
+    for x_shape, k, s, p in COVERAGE_GEOMETRIES:
+        n, c, h, w = x_shape
+        rows = n * out_size(h, k, s, p) * out_size(w, k, s, p)
+        ones = np.ones((rows, c * k * k), dtype=np.float32)
+        reply = calls.call(fn, [ones, x_shape, k], {"stride": s, "padding": p}, label="coverage")
+        if reply["status"] != "ok":
+            return _broken(name, fn, reply, lesson)
+        ref = ref_col2im(ones, x_shape, k, s, p)
+        got = compare(reply["output"], ref, rtol=EXACT[0], atol=EXACT[1])
+        if not got.ok:
+            detail = f"x {x_shape}, k={k}, stride={s}, padding={p}: {got.detail}"
+            return CheckResult(name, "fail", detail, lesson, [fn])
+    return CheckResult(name, "pass", "counts match on 2 geometries (overlaps and gaps)", "", [])
+
+
+def gelu_extremes(calls: StudentCalls, seed: int) -> CheckResult:
+    """fused_gelu stays float32 and finite, and right, from -3e38 to 3e38."""
+    name, fn = "dtype and finiteness", "fused_gelu"
+    from tinytorch.milestone07.cases import ELEMENTWISE_TOL, LESSONS
+
+    lesson = LESSONS["gelu_range"]
+    reply = calls.call(fn, [EXTREMES.copy()], {}, label="extremes")
+    if reply["status"] != "ok":
+        return _broken(name, fn, reply, lesson)
+    got = compare(
+        reply["output"], ref_gelu(EXTREMES), rtol=ELEMENTWISE_TOL[0], atol=ELEMENTWISE_TOL[1]
+    )
+    bad = {f: v for f, v in calls.seen.bad_dtype.items()}
+    if not got.ok:
+        bad.setdefault(fn, []).insert(0, f"on x from -3e38 to 3e38: {got.detail}")
+    if bad:
+        detail = "; ".join(f"{f}: {', '.join(v[:3])}" for f, v in bad.items())
+        return CheckResult(name, "fail", detail, lesson + " Return float32 Tensors.", sorted(bad))
+    return CheckResult(
+        name, "pass", "every output float32 and finite; GELU right out to ±3e38", "", []
+    )
+
+
+def no_mutation(calls: StudentCalls) -> CheckResult:
+    """No call wrote into its input Tensors."""
+    name = "inputs not mutated"
+    seen = calls.seen.mutated
+    if seen:
+        detail = "; ".join(f"{fn} wrote into {', '.join(v[:3])}" for fn, v in seen.items())
+        lesson = (
+            "Never write into an input: in-place ufuncs (out=) and `+=` need a buffer of your own "
+            "(e.g. y = x.copy() or np.empty_like), not x.data."
+        )
+        return CheckResult(name, "fail", detail, lesson, sorted(seen))
+    return CheckResult(name, "pass", "every input Tensor unchanged after every call", "", [])
+
+
+CHECKS = (  # (name, the function it examines, check)
+    ("tiling audit", "tiled_matmul", tiling_audit),
+    ("im2col layout", "im2col", im2col_layout),
+    ("col2im coverage", "col2im", col2im_coverage),
+    ("dtype and finiteness", "fused_gelu", gelu_extremes),
+)
+
+
+def run_checks(calls: StudentCalls, seed: int, skip: set[str]) -> list[CheckResult]:
+    """The five deeper checks; a check of an unfinished function is reported as incomplete."""
+    out = []
+    for name, fn, check in CHECKS:
+        if fn in skip:
+            out.append(CheckResult(name, "incomplete", f"{fn} is not written yet", "", [fn]))
+        else:
+            out.append(check(calls, seed))
+    out.append(no_mutation(calls))  # last: it sums up every call made above
+    return out

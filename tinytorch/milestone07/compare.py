@@ -1,0 +1,82 @@
+"""The one comparison helper: shape, then dtype, then finiteness, then |a - ref| <= atol + rtol*|ref|.
+
+Used by the gate, the deeper checks, Part B's mismatch flag, the notebook and the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Outcome of one comparison; `where` is the index of the worst element (None if not reached)."""
+
+    ok: bool
+    reason: str  # "" | "shape" | "dtype" | "nonfinite" | "tolerance"
+    max_error: float | None  # max |a - ref| over all elements (None when shapes differ)
+    where: list[int] | None
+    detail: str
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
+
+
+def compare(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    *,
+    rtol: float,
+    atol: float,
+    dtype: np.dtype | type | None = np.float32,
+) -> Comparison:
+    """Check `actual` against the float64 `expected`, in the order shape, dtype, finite, tolerance."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape:
+        return Comparison(
+            False, "shape", None, None, f"wrong shape {actual.shape}, expected {expected.shape}"
+        )
+    if dtype is not None and actual.dtype != np.dtype(dtype):
+        return Comparison(
+            False, "dtype", None, None, f"dtype {actual.dtype}, expected {np.dtype(dtype)}"
+        )
+    if actual.dtype.kind not in "fiub":
+        return Comparison(False, "dtype", None, None, f"non-numeric dtype {actual.dtype}")
+    a64 = actual.astype(np.float64)
+    bad = ~np.isfinite(a64)
+    if bad.any():
+        first = _index(int(np.flatnonzero(bad)[0]), actual.shape)
+        n_nan, n_inf = int(np.isnan(a64).sum()), int(np.isinf(a64).sum())
+        return Comparison(
+            False,
+            "nonfinite",
+            None,
+            first,
+            f"{n_nan} NaN and {n_inf} inf in the output, the first at {first}",
+        )
+    if actual.size == 0:
+        return Comparison(True, "", 0.0, None, "empty output, shapes agree")
+    err = np.abs(a64 - expected)
+    excess = err - (atol + rtol * np.abs(expected))
+    max_error = float(err.max())
+    if (excess > 0).any():
+        worst = int(np.argmax(excess))
+        where = _index(worst, actual.shape)
+        n_bad = int((excess > 0).sum())
+        return Comparison(
+            False,
+            "tolerance",
+            max_error,
+            where,
+            f"{n_bad} of {actual.size} values off; at {where} got {actual.flat[worst]:.6g}, "
+            f"expected {expected.flat[worst]:.6g} (max |error| {max_error:.3g}, "
+            f"allowed {atol:g} + {rtol:g}*|ref|)",
+        )
+    where = _index(int(np.argmax(err)), actual.shape)
+    return Comparison(
+        True, "", max_error, where, f"max |error| {max_error:.3g} within {atol:g} + {rtol:g}*|ref|"
+    )

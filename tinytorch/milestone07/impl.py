@@ -1,0 +1,85 @@
+"""Finding and importing the student's Module 17: a module name or a path to a .py file.
+
+Runs inside the child process (student code is untrusted); the parent only sees `LoadInfo`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from types import ModuleType
+from typing import Any
+
+from tinytorch.milestone07.cases import FUNCTIONS
+
+DEFAULT_IMPL = "tinytorch.perf.acceleration"
+
+
+def is_path(impl: str) -> bool:
+    """A path (has a separator or ends in .py) rather than a dotted module name."""
+    return impl.endswith(".py") or os.sep in impl or "/" in impl
+
+
+def describe(impl: str) -> str:
+    return os.path.abspath(impl) if is_path(impl) else impl
+
+
+def import_impl(impl: str) -> ModuleType:
+    """Import the module; raises ModuleNotFoundError when it does not exist."""
+    if not is_path(impl):
+        return importlib.import_module(impl)
+    path = os.path.abspath(impl)
+    if not os.path.isfile(path):
+        raise ModuleNotFoundError(f"no such file: {path}", name=path)
+    name = "_m07_student_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"cannot import {path} as a Python module", name=path)
+    sys.path.insert(0, os.path.dirname(path))  # so the file can import its siblings
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
+    """(module or None, info) with info = {"status": "ok" | "not_found" | "import_error" |
+    "not_implemented", "error": str, "functions": {name: "ok" | "missing" | "not callable"}}."""
+    info: dict[str, Any] = {"status": "ok", "error": "", "functions": {}, "file": ""}
+    try:
+        module = import_impl(impl)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""  # the impl itself (or its package) is absent, not a dependency
+        if is_path(impl) or missing and (impl == missing or impl.startswith(missing + ".")):
+            info.update(status="not_found", error=f"{exc}")
+        else:
+            info.update(status="import_error", error=_format(exc))
+        return None, info
+    except NotImplementedError as exc:
+        info.update(status="not_implemented", error=_format(exc))
+        return None, info
+    except BaseException as exc:  # noqa: BLE001 (untrusted: SyntaxError, SystemExit, ...)
+        info.update(status="import_error", error=_format(exc))
+        return None, info
+    info["file"] = getattr(module, "__file__", "") or ""
+    for name in FUNCTIONS:
+        fn = getattr(module, name, None)
+        info["functions"][name] = (
+            "missing" if fn is None else "ok" if callable(fn) else "not callable"
+        )
+    return module, info
+
+
+def _format(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    for frame in reversed(frames):
+        if "importlib" not in frame.filename and "milestone07" not in frame.filename:
+            where = f" (at {os.path.basename(frame.filename)}:{frame.lineno})"
+            break
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        where = f" (at {os.path.basename(exc.filename or '?')}:{exc.lineno})"
+    return f"{type(exc).__name__}: {exc}{where}"
