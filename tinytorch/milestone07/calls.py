@@ -1,8 +1,8 @@
 """Calls into the student's module through the sandbox, with the bookkeeping the checks need.
 
 Keeps, across every call of a run: which inputs were mutated, which outputs were not float32 or
-not finite, and which functions keep hanging or crashing (after two, their other calls are skipped
-so a hang costs seconds, not minutes).
+not finite, and which functions keep hanging or crashing (after two in a row, their other calls
+are skipped, so a function that always hangs costs two timeouts, not thirty).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ ARG_NAMES = {
     "im2col_conv2d": ("x", "weight", "bias"),
     "col2im": ("cols",),
 }
-MAX_STRIKES = 2  # timeouts/crashes of one function before its remaining calls are skipped
+MAX_STRIKES = 2  # timeouts/crashes in a row of one function before its other calls are skipped
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Observations:
     mutated: dict[str, list[str]] = field(default_factory=dict)  # fn -> ["x in fused_gelu/zeros"]
     bad_dtype: dict[str, list[str]] = field(default_factory=dict)  # fn -> ["float64 in ..."]
     not_implemented: dict[str, str] = field(default_factory=dict)  # fn -> message
-    strikes: dict[str, list[str]] = field(default_factory=dict)  # fn -> ["timeout", "crash"]
+    strikes: dict[str, list[str]] = field(default_factory=dict)  # fn -> its latest failures in a row
 
 
 class StudentCalls:
@@ -48,7 +48,7 @@ class StudentCalls:
             last = strikes[-1]
             return {
                 "status": last,
-                "error": f"not run: {fn} already gave {len(strikes)} {last}s in this run",
+                "error": f"not run: the last {len(strikes)} calls of {fn} ended in a {last}",
                 "skipped": True,
             }
         reply = self.sandbox.request(
@@ -61,7 +61,9 @@ class StudentCalls:
                 reply["error"] = f"no result within {self.timeout:g} s (an endless loop?)"
             else:
                 reply["error"] = f"{reply['error']} while running {fn}: a crash in native code?"
-        elif status == "not_implemented":
+        else:  # it finished this time: a shape-dependent hang must not cost the other cases
+            self.seen.strikes.pop(fn, None)
+        if status == "not_implemented":
             self.seen.not_implemented.setdefault(fn, reply["error"])
         for i in reply.get("mutated", []):
             name = ARG_NAMES.get(fn, ())[i] if i < len(ARG_NAMES.get(fn, ())) else f"arg {i}"
