@@ -274,21 +274,23 @@ float* scratch(size_t count, int which) {
 // ---------------------------------------------------------------------------------------------
 // The blocked GEMM, C(M x N) = A(M x K) @ B(K x N) [then gelu(C + bias) if bias], in pseudo-code:
 //
-//   for jc in 0..N step NC:                         # B panel columns          (L3)
-//     for pc in 0..K step KC:                       # rank-KC update
-//       pack B[pc:pc+KC, jc:jc+NC] -> Bp            # threads split the NR slivers
+//   for pc in 0..K step KC:                          # one rank-KC update
+//     pack A[:, pc:pc+KC] -> Ap                      # threads split the MR slivers
+//     for jc in 0..N step NC:                        # B panel columns            (L3)
+//       pack B[pc:pc+KC, jc:jc+NC] -> Bp             # threads split the NR slivers
 //       barrier
-//       for ic in 0..M step mc (parallel over threads): # A blocks             (L2)
-//         pack A[ic:ic+mc, pc:pc+KC] -> Ap          # per-thread buffer
-//         for jr in 0..nc step NR:                  # B sliver                 (L1)
-//           for ir in 0..mc step MR:                # A sliver
-//             micro_kernel(Ap[ir], Bp[jr]) -> C[ic+ir:+MR, jc+jr:+NR]
+//       for (ic, jt) in tiles of MC rows x NT cols (dynamic, one tile per grab):
+//         for jr in jt..jt+NT step NR:               # KC x NR sliver of Bp       (L1)
+//           for ir in ic..ic+MC step MR:             # MC x KC block of Ap        (L2)
+//             micro_kernel(Ap[ir], Bp[jr]) -> C[ir:+MR, jc+jr:+NR]
 //               first pc: store; later pc: accumulate; last pc and fused: gelu(acc + bias)
-//       barrier                                     # Bp is reused by the next pc
+//       barrier                                      # Bp, Ap are reused by the next pc
 //
-// mc <= MC is chosen so the M blocks divide evenly between threads (2 threads on M=256 get
-// 2 x 2 blocks of 66/62 rows instead of 72,72,72,40).
+// Tiles are handed out dynamically rather than split M-wise up front: on a shared machine one
+// thread can lose its core for a while, and a static split would make the other one wait.
 // ---------------------------------------------------------------------------------------------
+constexpr size_t NT = 4 * NR;  // columns per work tile: 64
+
 int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, size_t K,
                   size_t lda, size_t ldb, size_t ldc, const float* bias, int threads) {
     if (M == 0 || N == 0) return 0;
@@ -298,67 +300,66 @@ int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, 
         return 0;
     }
     int nt = clamp_threads(threads);
-    size_t nblocks = ceil_div(M, MC);
-    nblocks = round_up(nblocks, static_cast<size_t>(nt));
-    size_t mc = round_up(ceil_div(M, nblocks), MR);
-    nblocks = ceil_div(M, mc);
-    if (nblocks < static_cast<size_t>(nt)) nt = static_cast<int>(std::max<size_t>(nblocks, 1));
-
-    size_t nc_max = std::min(NC, round_up(N, NR));
+    size_t m_pad = round_up(M, MR);
     size_t kc_max = std::min(KC, K);
+    size_t nc_max = std::min(NC, round_up(N, NR));
     float* Bp = scratch(kc_max * nc_max, 0);
-    if (!Bp) return 1;
-    int failed = 0;
+    float* Ap = scratch(m_pad * kc_max, 1);
+    if (!Bp || !Ap) return 1;
+    size_t a_slivers = m_pad / MR;
+    size_t m_tiles = ceil_div(M, MC);
+    // Small problems: fewer threads than tiles would leave some idle anyway.
+    size_t min_tiles = m_tiles * ceil_div(std::min(N, NC), NT);
+    if (min_tiles < static_cast<size_t>(nt)) nt = static_cast<int>(min_tiles);
+    (void)nt;
 
 #if defined(_OPENMP)
 #pragma omp parallel num_threads(nt)
 #endif
     {
-        float* Ap = scratch(mc * kc_max, 1);
-        if (!Ap) {
+        for (size_t pc = 0; pc < K; pc += KC) {
+            size_t kc = std::min(KC, K - pc);
+            Epilogue ep{pc > 0, nullptr};
+            bool last_k = pc + kc == K;
 #if defined(_OPENMP)
-#pragma omp atomic write
+#pragma omp for schedule(static) nowait
 #endif
-            failed = 1;
-        }
-        for (size_t jc = 0; jc < N; jc += NC) {
-            size_t nc = std::min(NC, N - jc);
-            size_t nslivers = ceil_div(nc, NR);
-            for (size_t pc = 0; pc < K; pc += KC) {
-                size_t kc = std::min(KC, K - pc);
+            for (size_t s = 0; s < a_slivers; ++s) {
+                size_t i0 = s * MR;
+                pack_a(A + i0 * lda + pc, lda, std::min(MR, M - i0), kc, Ap + i0 * kc);
+            }
+            for (size_t jc = 0; jc < N; jc += NC) {
+                size_t nc = std::min(NC, N - jc);
+                size_t b_slivers = ceil_div(nc, NR);
+                size_t n_tiles = ceil_div(nc, NT);
 #if defined(_OPENMP)
 #pragma omp for schedule(static)
 #endif
-                for (size_t s = 0; s < nslivers; ++s) {
+                for (size_t s = 0; s < b_slivers; ++s) {
                     size_t j0 = s * NR;
                     pack_b_sliver(B + pc * ldb + jc + j0, ldb, kc, std::min(NR, nc - j0),
                                   Bp + s * NR * kc);
-                }  // implicit barrier: Bp is complete
-                Epilogue ep{pc > 0, nullptr};
-                bool last_k = pc + kc == K;
+                }  // implicit barrier: Bp and (first jc) Ap are complete
 #if defined(_OPENMP)
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
 #endif
-                for (size_t blk = 0; blk < nblocks; ++blk) {
-                    if (!Ap) continue;
-                    size_t ic = blk * mc;
-                    size_t mcb = std::min(mc, M - ic);
-                    pack_a(A + ic * lda + pc, lda, mcb, kc, Ap);
-                    for (size_t jr = 0; jr < nc; jr += NR) {
+                for (size_t t = 0; t < m_tiles * n_tiles; ++t) {
+                    size_t ic = (t / n_tiles) * MC, jt = (t % n_tiles) * NT;
+                    size_t mcb = std::min(MC, M - ic), ntb = std::min(NT, nc - jt);
+                    for (size_t jr = jt; jr < jt + ntb; jr += NR) {
                         size_t nr = std::min(NR, nc - jr);
                         Epilogue e = ep;
                         if (last_k && bias) e.bias = bias + jc + jr;
-                        for (size_t ir = 0; ir < mcb; ir += MR) {
-                            size_t mr = std::min(MR, mcb - ir);
-                            micro_kernel(kc, Ap + ir * kc, Bp + jr * kc,
-                                         C + (ic + ir) * ldc + jc + jr, ldc, mr, nr, e);
+                        for (size_t ir = ic; ir < ic + mcb; ir += MR) {
+                            micro_kernel(kc, Ap + ir * kc, Bp + jr * kc, C + ir * ldc + jc + jr,
+                                         ldc, std::min(MR, M - ir), nr, e);
                         }
                     }
-                }  // implicit barrier: nobody still reads Bp
+                }  // implicit barrier: nobody still reads Bp (next jc) or Ap (next pc)
             }
         }
     }
-    return failed;
+    return 0;
 }
 
 }  // namespace
@@ -398,26 +399,39 @@ int tt_sgemm(const float* A, const float* B, float* C, size_t M, size_t N, size_
     }
 }
 
-// Y(rows x cols) = gelu(X + bias[None, :]). Rows outer, columns inner, so the bias index is the
-// column index: no modulo in the inner loop. X and Y may alias (in place).
+// Y(rows x cols) = gelu(X + bias[None, :]). Work is cut into tiles of whole rows (or row pieces
+// when a row alone is large) of ~16K floats, handed out dynamically; inside a tile the column
+// index is the bias index, so there is no modulo in the inner loop. X and Y may alias.
+// Traffic: read 4*rows*cols + 4*cols bytes, write 4*rows*cols.
 int tt_bias_gelu(const float* X, const float* bias, float* Y, size_t rows, size_t cols,
                  int threads) {
+    if (rows == 0 || cols == 0) return 0;
+    const size_t tile = size_t{1} << 14;
+    size_t col_tile = std::min(cols, tile);
+    size_t col_tiles = ceil_div(cols, col_tile);
+    size_t row_tile = std::max<size_t>(1, tile / col_tile);
+    size_t row_tiles = ceil_div(rows, row_tile);
+    size_t tiles = row_tiles * col_tiles;
     int nt = clamp_threads(threads);
-    if (rows * cols < (size_t{1} << 15)) nt = 1;  // a parallel region costs more than it saves
+    if (tiles < 4) nt = 1;  // under ~64K floats a parallel region costs more than it saves
     (void)nt;
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
 #endif
-    for (size_t i = 0; i < rows; ++i) {
-        const float* x = X + i * cols;
-        float* y = Y + i * cols;
-        size_t j = 0;
+    for (size_t t = 0; t < tiles; ++t) {
+        size_t r0 = (t / col_tiles) * row_tile, c0 = (t % col_tiles) * col_tile;
+        size_t r1 = std::min(rows, r0 + row_tile), c1 = std::min(cols, c0 + col_tile);
+        for (size_t i = r0; i < r1; ++i) {
+            const float* x = X + i * cols;
+            float* y = Y + i * cols;
+            size_t j = c0;
 #if TT_AVX2
-        for (; j + 8 <= cols; j += 8)
-            _mm256_storeu_ps(y + j, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + j),
-                                                            _mm256_loadu_ps(bias + j))));
+            for (; j + 8 <= c1; j += 8)
+                _mm256_storeu_ps(y + j, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + j),
+                                                                _mm256_loadu_ps(bias + j))));
 #endif
-        for (; j < cols; ++j) y[j] = gelu_scalar(x[j] + bias[j]);
+            for (; j < c1; ++j) y[j] = gelu_scalar(x[j] + bias[j]);
+        }
     }
     return 0;
 }

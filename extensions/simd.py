@@ -27,6 +27,19 @@ _f32p = ctypes.POINTER(ctypes.c_float)
 _size = ctypes.c_size_t
 
 
+# libgomp's idle threads spin ~300k iterations after each parallel region before sleeping. On a
+# shared 2-core machine that spinning takes the core the other thread (or NumPy, or torch) needs:
+# measured here under load, 2-thread GEMM fell to 0.4-0.5x of 1 thread, with a short spin it held
+# 0.9-1.0x. The runtime reads this when it loads, so it is set before our library first loads,
+# unless the user chose a policy.
+GOMP_SPINCOUNT = "10000"
+
+
+def _quiet_openmp_spin() -> None:
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
+
+
 def _load() -> ctypes.CDLL:
     """Build or load the library once per process; later calls reuse it (or its error)."""
     global _lib, _result, _error
@@ -35,6 +48,7 @@ def _load() -> ctypes.CDLL:
             return _lib
         if _error is not None:
             raise RuntimeError(_error)
+        _quiet_openmp_spin()
         try:
             lib, res = _build.build()
         except _build.BuildError as exc:
@@ -117,6 +131,8 @@ def build_info() -> dict[str, Any]:
         library=str(res.library),
         cached=res.cached,
         notes=list(res.notes),
+        omp_wait=os.environ.get("OMP_WAIT_POLICY")
+        or f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')}",
     )
     return info
 

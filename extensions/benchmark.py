@@ -1,0 +1,344 @@
+"""The native-kernel benchmark behind `tito bench`: GFLOP/s and GB/s beside the machine's ceilings.
+
+Method: every figure is checked against NumPy first, then timed. Backends are interleaved
+(round r times C++, NumPy and torch back to back, rotating who goes first) and each figure is the
+median over rounds. One sample is the mean of enough back-to-back calls to last >= 2 ms. Between
+backends the process sleeps 5 ms so the previous runtime's spinning threads (libgomp, OpenBLAS) go
+idle before the next one starts. torch runs in a child process (torch_worker.py), never here.
+
+Napkin math:
+  GEMM n x n x n: 2 n^3 flops.             bias+GELU M x N: reads 4MN + 4N bytes, writes 4MN.
+  copy of n floats: reads 4n, writes 4n.   Fused GEMM+bias+GELU saves one read+write of C (8MN).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import simd
+
+GEMM_SIZES = (256, 512, 1024, 2048)
+GELU_SHAPES = ((512, 1024), (4096, 4096))
+FUSED_SIZES = (512, 1024)
+THREADS = (1, 2)
+C = float(np.sqrt(2.0 / np.pi))
+
+
+def numpy_bias_gelu(x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """gelu(x + bias) with in-place ufuncs (no temporaries beyond one): a fair NumPy baseline."""
+    y = x + bias
+    t = y * y
+    t *= C * 0.044715
+    t += C
+    t *= y  # u = C (y + 0.044715 y^3)
+    t *= -2.0
+    with np.errstate(over="ignore"):
+        np.exp(t, out=t)
+    t += 1.0
+    np.divide(y, t, out=t)  # y * sigmoid(2u)
+    return t
+
+
+def _per_call(fn: Callable[[], Any], min_time: float = 0.002) -> float:
+    """Seconds per call, averaged over enough back-to-back calls to last >= min_time."""
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / calls
+
+
+def interleaved(fns: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Median seconds per backend; each fn returns one sample. Rounds rotate the starting backend."""
+    names = list(fns)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for i in range(len(names)):
+            name = names[(r + i) % len(names)]
+            samples[name].append(fns[name]())
+            time.sleep(0.005)
+    return {n: statistics.median(s) for n, s in samples.items()}
+
+
+class TorchWorker:
+    """torch in a child process; `time(op, ...)` returns seconds per call, or None without torch."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+        self.reason = ""
+        try:
+            import importlib.util
+
+            if importlib.util.find_spec("torch") is None:
+                self.reason = "torch is not installed"
+                return
+            env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")  # idle torch threads sleep, not spin
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tinytorch.extensions.torch_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            info = self.ask({"op": "info"})
+            if info is None or "error" in info:
+                raise RuntimeError(f"torch worker did not start: {info}")
+            self.version = info["torch"]
+        except Exception as exc:  # noqa: BLE001 - torch columns become "n/a" with the reason
+            self.reason = f"torch worker failed: {exc}"
+            self.close()
+
+    def ask(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        if self.proc is None or self.proc.stdin is None or self.proc.stdout is None:
+            return None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    def time(self, req: dict[str, Any]) -> float:
+        reply = self.ask(req)
+        if not reply or "seconds" not in reply:
+            return float("nan")
+        return float(reply["seconds"])
+
+    @property
+    def ok(self) -> bool:
+        return self.proc is not None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+
+def _numpy_threads(n: int) -> Any:
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=n, user_api="blas")
+
+
+def _check(name: str, got: np.ndarray, ref: np.ndarray, atol: float) -> dict[str, Any]:
+    err = float(np.abs(got.astype(np.float64) - ref).max(initial=0.0))
+    return {"check": name, "max_abs_err": err, "atol": atol, "ok": bool(err <= atol)}
+
+
+def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every section; returns the JSON-ready report (see module docstring for the method)."""
+    say = progress or (lambda _msg: None)
+    ok, reason = simd.available()
+    report: dict[str, Any] = {
+        "quick": quick,
+        "loadavg_before": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "build": simd.build_info(),
+        "checks": [],
+    }
+    if not ok:
+        report["error"] = f"C++ kernels unavailable: {reason}"
+        return report
+    rounds = 3 if quick else 9
+    gemm_sizes = (256,) if quick else GEMM_SIZES
+    gelu_shapes = ((512, 1024),) if quick else GELU_SHAPES
+    fused_sizes = (256,) if quick else FUSED_SIZES
+    rng = np.random.default_rng(0)
+    torch = TorchWorker()
+    report["torch"] = {"available": torch.ok, "reason": torch.reason or f"torch {torch.version}"}
+
+    try:
+        say("ceilings: FMA peak and copy bandwidth")
+        report["ceilings"] = _ceilings(quick, rounds)
+        say("GEMM")
+        report["gemm"] = _gemm(gemm_sizes, rounds, rng, torch, report["checks"])
+        say("bias+GELU")
+        report["bias_gelu"] = _bias_gelu(gelu_shapes, rounds, rng, torch, report["checks"])
+        say("fused GEMM+bias+GELU")
+        report["fused"] = _fused(fused_sizes, rounds, rng, report["checks"])
+        say("thread check: C++ GEMM with torch loaded in the same process")
+        report["threads_check"] = _threads_check(256 if quick else 1024, torch, rounds)
+    finally:
+        torch.close()
+    _fractions(report)
+    report["targets"] = _targets(report)
+    report["loadavg_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    return report
+
+
+def _ceilings(quick: bool, rounds: int) -> dict[str, Any]:
+    iters = 2_000_000 if quick else 20_000_000
+    n = (2048 * 2048) if quick else (4096 * 4096)  # 16 or 64 MiB: past the caches
+    src = np.ones(n, dtype=np.float32)
+    dst = np.empty_like(src)
+    lib_copy = simd.copy
+    fns: dict[str, Callable[[], float]] = {}
+    for t in THREADS:
+        fns[f"fma_{t}t"] = lambda t=t: 1.0 / simd.fma_peak(threads=t, iters=iters)
+        fns[f"copy_{t}t"] = lambda t=t: _per_call(lambda: lib_copy(src, threads=t), 0.02)
+    fns["copy_numpy"] = lambda: _per_call(lambda: np.copyto(dst, src), 0.02)
+    med = interleaved(fns, rounds)
+    out: dict[str, Any] = {"copy_bytes": 2 * 4 * n}
+    for t in THREADS:
+        out[f"fma_gflops_{t}t"] = 1.0 / med[f"fma_{t}t"]
+        out[f"copy_gbs_{t}t"] = 2 * 4 * n / med[f"copy_{t}t"] / 1e9
+    out["copy_gbs_numpy"] = 2 * 4 * n / med["copy_numpy"] / 1e9
+    out["copy_gbs"] = max(out[f"copy_gbs_{t}t"] for t in THREADS)
+    return out
+
+
+def _rate(work: float, seconds: float) -> float | None:
+    """work / seconds / 1e9 (GFLOP/s or GB/s); None when the sample is missing (NaN)."""
+    return None if math.isnan(seconds) else work / seconds / 1e9
+
+
+def _gemm(sizes, rounds, rng, torch: TorchWorker, checks: list) -> list[dict[str, Any]]:
+    return [_gemm_row(n, rounds, rng, torch, checks) for n in sizes]
+
+
+def _gemm_row(n: int, rounds: int, rng, torch: TorchWorker, checks: list) -> dict[str, Any]:
+    a = rng.standard_normal((n, n)).astype(np.float32)  # (n, n)
+    b = rng.standard_normal((n, n)).astype(np.float32)  # (n, n)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    checks.append(_check(f"gemm {n} c++", simd.matmul(a, b), ref, 1e-4 * np.sqrt(n) * 4))
+    fns: dict[str, Callable[[], float]] = {}
+    for t in THREADS:
+        fns[f"c++ {t}t"] = lambda t=t: _per_call(lambda: simd.matmul(a, b, threads=t))
+
+        def blas(t: int = t) -> float:
+            with _numpy_threads(t):
+                return _per_call(lambda: a @ b)
+
+        fns[f"numpy {t}t"] = blas
+    if torch.ok:
+        fns["torch 2t"] = lambda n=n: torch.time({"op": "gemm", "n": n, "threads": 2})
+    med = interleaved(fns, rounds)
+    flops = 2.0 * n**3
+    row: dict[str, Any] = {"n": n}
+    for name, sec in med.items():
+        row[name] = _rate(flops, sec)  # GFLOP/s
+    for t in THREADS:
+        row[f"ratio {t}t"] = row[f"c++ {t}t"] / row[f"numpy {t}t"]
+    return row
+
+
+def _bias_gelu(shapes, rounds, rng, torch: TorchWorker, checks: list) -> list[dict[str, Any]]:
+    return [_bias_gelu_row(m, n, rounds, rng, torch, checks) for m, n in shapes]
+
+
+def _bias_gelu_row(m: int, n: int, rounds: int, rng, torch: TorchWorker, checks: list) -> dict:
+    x = (rng.standard_normal((m, n)) * 3).astype(np.float32)  # (M, N)
+    bias = rng.standard_normal(n).astype(np.float32)  # (N,)
+    y = (x + bias).astype(np.float64)
+    ref = 0.5 * y * (1.0 + np.tanh(C * (y + 0.044715 * y**3)))
+    checks.append(_check(f"bias_gelu {m}x{n} c++", simd.fused_bias_gelu(x, bias), ref, 1e-6))
+    checks.append(_check(f"bias_gelu {m}x{n} numpy", numpy_bias_gelu(x, bias), ref, 1e-5))
+    fns: dict[str, Callable[[], float]] = {}
+    for t in THREADS:
+        fns[f"c++ {t}t"] = lambda t=t: _per_call(lambda: simd.fused_bias_gelu(x, bias, threads=t))
+    fns["numpy"] = lambda: _per_call(lambda: numpy_bias_gelu(x, bias))
+    if torch.ok:
+        req = {"op": "bias_gelu", "rows": m, "cols": n, "threads": 2}
+        fns["torch 2t"] = lambda req=req: torch.time(req)
+    med = interleaved(fns, rounds)
+    nbytes = 4 * (2 * m * n + n)
+    row: dict[str, Any] = {"shape": f"{m}x{n}", "bytes": nbytes}
+    for name, sec in med.items():
+        row[name] = _rate(nbytes, sec)  # GB/s
+    row["c++ / torch"] = row["c++ 2t"] / row["torch 2t"] if row.get("torch 2t") else None
+    return row
+
+
+def _fused(sizes, rounds, rng, checks: list) -> list[dict[str, Any]]:
+    return [_fused_row(n, rounds, rng, checks) for n in sizes]
+
+
+def _fused_row(n: int, rounds: int, rng, checks: list) -> dict[str, Any]:
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    y = a.astype(np.float64) @ b + bias
+    ref = 0.5 * y * (1.0 + np.tanh(C * (y + 0.044715 * y**3)))
+    checks.append(_check(f"gemm+bias+gelu {n} fused", simd.matmul_bias_gelu(a, b, bias), ref, 1e-4))
+
+    def unfused() -> np.ndarray:
+        return simd.fused_bias_gelu(simd.matmul(a, b), bias)
+
+    med = interleaved(
+        {
+            "fused": lambda: _per_call(lambda: simd.matmul_bias_gelu(a, b, bias)),
+            "gemm then bias+gelu": lambda: _per_call(unfused),
+        },
+        rounds,
+    )
+    flops = 2.0 * n**3
+    row: dict[str, Any] = {"n": n, "threads": simd.default_threads()}
+    for name, sec in med.items():
+        row[name] = flops / sec / 1e9
+    row["speedup"] = med["gemm then bias+gelu"] / med["fused"]
+    return row
+
+
+def _threads_check(n: int, torch: TorchWorker, rounds: int) -> dict[str, Any]:
+    """C++ GEMM GFLOP/s here (no torch) vs in the torch worker right after a torch.mm."""
+    a = np.random.default_rng(1).standard_normal((n, n)).astype(np.float32)
+    out: dict[str, Any] = {"n": n}
+    fns: dict[str, Callable[[], float]] = {}
+    for t in THREADS:
+        fns[f"alone {t}t"] = lambda t=t: _per_call(lambda: simd.matmul(a, a, threads=t))
+        if torch.ok:
+            req = {"op": "simd_gemm", "n": n, "threads": t, "repeats": 3}
+            fns[f"beside torch {t}t"] = lambda req=req: torch.time(req)
+    med = interleaved(fns, max(3, rounds // 2))
+    for name, sec in med.items():
+        out[name] = _rate(2.0 * n**3, sec)
+    return out
+
+
+def _fractions(report: dict[str, Any]) -> None:
+    """Add each figure as a fraction of its ceiling (FMA peak at the same threads; copy bandwidth)."""
+    ceil = report.get("ceilings", {})
+    for row in report.get("gemm", []):
+        for key in list(row):
+            for t in THREADS:
+                if key.endswith(f"{t}t") and not key.startswith("ratio") and row[key]:
+                    row[f"{key} / peak"] = row[key] / ceil[f"fma_gflops_{t}t"]
+    for row in report.get("bias_gelu", []):
+        for key in list(row):
+            if key in ("shape", "bytes", "c++ / torch") or not row[key]:
+                continue
+            row[f"{key} / copy"] = row[key] / ceil["copy_gbs"]
+
+
+def _targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, from ratios measured in this run."""
+    out = []
+    for row in report.get("gemm", []):
+        want = 0.75 if row["n"] == 256 else 0.90
+        for t in THREADS:
+            r = row[f"ratio {t}t"]
+            out.append({"target": f"C++ GEMM {row['n']} {t}t >= {want}x OpenBLAS", "value": r,
+                        "met": r >= want})  # fmt: skip
+    for row in report.get("bias_gelu", []):
+        if row["shape"] == "4096x4096":
+            r = row.get("c++ / torch")
+            out.append({"target": "C++ bias+GELU 4096x4096 >= 4x torch", "value": r,
+                        "met": bool(r and r >= 4.0)})  # fmt: skip
+            f = row.get("c++ 2t / copy")
+            out.append({"target": "C++ bias+GELU 4096x4096 >= 50% of copy bandwidth", "value": f,
+                        "met": bool(f and f >= 0.5)})  # fmt: skip
+    return out

@@ -1,0 +1,93 @@
+"""A child process that times torch (and, for the thread check, the C++ kernels beside torch).
+
+Why a separate process: torch bundles its own libgomp. Loaded next to the system libgomp that the
+C++ kernels link, two OpenMP runtimes share two cores, and their idle spinning threads steal time
+from each other. The benchmark keeps torch out of its own process and asks this worker, one timed
+call at a time, so torch and the C++ kernels are still interleaved in time.
+
+Protocol: one JSON request per stdin line, one JSON reply per stdout line.
+  {"op": "gemm", "n": 512, "threads": 2}               -> {"seconds": ...}
+  {"op": "bias_gelu", "rows": 512, "cols": 1024, "threads": 2}
+  {"op": "simd_gemm", "n": 1024, "threads": 2}          -> C++ GEMM timed with torch loaded and used
+  {"op": "info"}                                         -> {"torch": version, "threads": n}
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+
+def _seconds(fn: Any, min_time: float = 0.002) -> float:
+    """Seconds per call, averaged over enough back-to-back calls to last >= min_time."""
+    fn()
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / calls
+
+
+def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
+    """Answer one request (see the module docstring)."""
+    op = req.get("op")
+    if op == "info":
+        return {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    if op == "gemm":
+        torch.set_num_threads(int(req["threads"]))
+        n = int(req["n"])
+        a, b = tensors(("gemm", n), (n, n), (n, n))
+        return {"seconds": _seconds(lambda: torch.mm(a, b))}
+    if op == "bias_gelu":
+        torch.set_num_threads(int(req["threads"]))
+        rows, cols = int(req["rows"]), int(req["cols"])
+        x, bias = tensors(("gelu", rows, cols), (rows, cols), (cols,))
+        gelu = torch.nn.functional.gelu
+        return {"seconds": _seconds(lambda: gelu(x + bias, approximate="tanh"))}
+    if op == "simd_gemm":
+        from tinytorch.extensions import simd
+
+        n, threads = int(req["n"]), int(req["threads"])
+        torch.set_num_threads(2)
+        (ta,) = tensors(("simd", n), (n, n))
+        a = ta.numpy()
+        samples = []
+        for _ in range(int(req.get("repeats", 5))):
+            torch.mm(ta, ta)  # torch's OpenMP pool has just run and is spinning down
+            start = time.perf_counter()
+            simd.matmul(a, a, threads=threads)
+            samples.append(time.perf_counter() - start)
+        return {"seconds": float(np.median(samples))}
+    return {"error": f"unknown op {op!r}"}
+
+
+def main() -> int:
+    import torch
+
+    cache: dict[tuple, Any] = {}
+    gen = torch.Generator().manual_seed(0)
+
+    def tensors(key: tuple, *shapes: tuple[int, ...]) -> list[Any]:
+        if key not in cache:
+            cache.clear()  # keep one problem's buffers at a time
+            cache[key] = [torch.randn(*s, generator=gen) for s in shapes]
+        return cache[key]
+
+    for line in sys.stdin:
+        try:
+            reply = handle(json.loads(line), torch, tensors)
+        except Exception as exc:  # noqa: BLE001 - report, keep serving
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
