@@ -29,7 +29,9 @@ class Observations:
     mutated: dict[str, list[str]] = field(default_factory=dict)  # fn -> ["x in fused_gelu/zeros"]
     bad_dtype: dict[str, list[str]] = field(default_factory=dict)  # fn -> ["float64 in ..."]
     not_implemented: dict[str, str] = field(default_factory=dict)  # fn -> message
-    strikes: dict[str, list[str]] = field(default_factory=dict)  # fn -> its latest failures in a row
+    strikes: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # fn -> its latest failures in a row
 
 
 class StudentCalls:

@@ -1,9 +1,12 @@
 """Part B, context and never the verdict: the same GEMM and bias+GELU on the student's kernels,
 NumPy, torch and the bundled native kernels.
 
-Two child processes: the first (student, NumPy, C++ SIMD) never imports torch, because torch's
-bundled libgomp can cost the C++ library its OpenMP scaling in the same process; the second runs
-torch, MPS and Triton.
+Three child processes, so that no thread pool disturbs another's timings:
+  - the student's module and NumPy (OpenBLAS with its usual threads);
+  - the C++ SIMD library, without torch (torch's bundled libgomp can cost it its OpenMP scaling);
+  - torch, MPS and Triton.
+In the last two OpenBLAS runs on one thread: it only computes the float64 check there, and its
+threads would otherwise spin beside the kernels being timed.
 """
 
 from __future__ import annotations
@@ -18,14 +21,24 @@ from tinytorch.milestone07.sandbox import Sandbox
 
 TASKS = "tinytorch.milestone07.bench_tasks"
 SIZES = {
-    # (GEMM n for n x n x n, repeats), ((bias+GELU M, N), repeats)
+    # ([(GEMM n for n x n x n, min repeats)], [((bias+GELU M, N), min repeats)])
     "default": ([(256, 5), (1024, 3)], [((512, 1024), 5), ((2048, 2048), 3)]),
     "quick": ([(256, 3)], [((512, 1024), 3)]),
 }
-CHILD_1 = (("student", "student"), ("numpy", "numpy"), ("c++ simd", "simd"))
-CHILD_2 = (("torch-cpu", "torch"), ("mps", "mps"), ("triton", "triton"))
+QUIET_BLAS = {"OPENBLAS_NUM_THREADS": "1"}
+CHILDREN = (  # (load the student's module?, extra env, status task, (backend, task prefix) ...)
+    (True, {}, None, (("student", "student"), ("numpy", "numpy"))),
+    (False, QUIET_BLAS, "simd_status", (("c++ simd", "simd"),)),
+    (
+        False,
+        QUIET_BLAS,
+        "accel_status",
+        (("torch-cpu", "torch"), ("mps", "mps"), ("triton", "triton")),
+    ),
+)
 GEMM_BACKENDS = ("student", "numpy", "torch-cpu", "c++ simd", "mps")
 GELU_BACKENDS = ("student", "numpy", "torch-cpu", "c++ simd", "triton")
+STUDENT_FN = {"gemm": "tiled_matmul", "bias_gelu": "fused_gelu"}
 
 
 def _row(problem: str, kind: str, backend: str, reply: dict[str, Any], work: float) -> BenchRow:
@@ -45,6 +58,8 @@ def _row(problem: str, kind: str, backend: str, reply: dict[str, Any], work: flo
         rate if kind == "gemm" else None,
         rate if kind == "bias_gelu" else None,
         value.get("detail", ""),
+        value.get("min_ms"),
+        int(value.get("samples", 0)),
     )
 
 
@@ -57,14 +72,26 @@ def _skipped(fn: str) -> dict[str, Any]:
     return {"status": "ok", "value": {"status": "unavailable", "ms": None, "detail": why}}
 
 
-def _open(impl: str | None) -> Sandbox:
+def _open(impl: str | None, env: dict[str, str]) -> Sandbox:
     """A started child; without the student's module if importing it kills the interpreter."""
-    box = Sandbox(impl)
+    box = Sandbox(impl, env)
     if box.start().get("status") in ("import_crash", "import_timeout"):
         box.close()
-        box = Sandbox(None)
+        box = Sandbox(None, env)
         box.start()
     return box
+
+
+def _problems(sizes: str) -> list[tuple[str, str, dict[str, int], float]]:
+    """(problem, kind, task kwargs, work per call) in display order."""
+    gemms, gelus = SIZES[sizes]
+    out = []
+    for n, reps in gemms:  # 2 n^3 FLOPs
+        out.append((f"gemm {n}x{n}x{n}", "gemm", {"n": n, "repeats": reps}, 2.0 * n**3))
+    for (m, n), reps in gelus:  # read x (4MN) and bias (4N), write y (4MN) bytes
+        kwargs = {"m": m, "n": n, "repeats": reps}
+        out.append((f"bias+gelu {m}x{n}", "bias_gelu", kwargs, 4.0 * (2 * m * n + n)))
+    return out
 
 
 def run_part_b(
@@ -81,47 +108,31 @@ def run_part_b(
     if sizes not in SIZES:
         raise ValueError(f"run_part_b: sizes must be one of {sorted(SIZES)}, got {sizes!r}")
     start = time.perf_counter()
-    gemms, gelus = SIZES[sizes]
+    problems = _problems(sizes)
     replies: dict[tuple[str, str], dict[str, Any]] = {}
     backends: list[dict[str, Any]] = []
-    for impl_or_none, group in ((impl, CHILD_1), (None, CHILD_2)):
-        box = _open(impl_or_none)
+    for with_student, env, status_task, group in CHILDREN:
+        box = _open(impl if with_student else None, env)
         try:
-            if impl_or_none is None:
-                status = _task(box, "accel_status", timeout)
-                backends += status.get("value", []) if status["status"] == "ok" else []
-            else:
-                status = _task(box, "simd_status", timeout)
-                if status["status"] == "ok":
-                    backends.append(status["value"])
+            if status_task:
+                status = _task(box, status_task, timeout)
+                value = status.get("value") if status["status"] == "ok" else None
+                backends += value if isinstance(value, list) else [value] if value else []
             for backend, prefix in group:
-                for n, reps in gemms:
-                    if backend in GEMM_BACKENDS:
-                        key = (backend, f"gemm {n}x{n}x{n}")
-                        replies[key] = (
-                            _skipped("tiled_matmul")
-                            if backend == "student" and "tiled_matmul" in skip_student
-                            else _task(box, f"{prefix}_gemm", timeout, n=n, repeats=reps)
-                        )
-                for (m, n), reps in gelus:
-                    if backend in GELU_BACKENDS:
-                        name = "gelu" if prefix == "student" else "bias_gelu"
-                        key = (backend, f"bias+gelu {m}x{n}")
-                        replies[key] = (
-                            _skipped("fused_gelu")
-                            if backend == "student" and "fused_gelu" in skip_student
-                            else _task(box, f"{prefix}_{name}", timeout, m=m, n=n, repeats=reps)
-                        )
+                for problem, kind, kwargs, _work in problems:
+                    if backend not in (GEMM_BACKENDS if kind == "gemm" else GELU_BACKENDS):
+                        continue
+                    if backend == "student" and STUDENT_FN[kind] in skip_student:
+                        replies[(backend, problem)] = _skipped(STUDENT_FN[kind])
+                        continue
+                    task = f"{prefix}_gemm" if kind == "gemm" else f"{prefix}_bias_gelu"
+                    task = "student_gelu" if task == "student_bias_gelu" else task
+                    replies[(backend, problem)] = _task(box, task, timeout, **kwargs)
         finally:
             box.close()
-    rows = []
-    for n, _ in gemms:  # 2 n^3 FLOPs
-        problem = f"gemm {n}x{n}x{n}"
-        for backend in GEMM_BACKENDS:
-            rows.append(_row(problem, "gemm", backend, replies[(backend, problem)], 2.0 * n**3))
-    for (m, n), _ in gelus:  # read x (4MN) and bias (4N), write y (4MN) bytes
-        problem = f"bias+gelu {m}x{n}"
-        for backend in GELU_BACKENDS:
-            work = 4.0 * (2 * m * n + n)
-            rows.append(_row(problem, "bias_gelu", backend, replies[(backend, problem)], work))
+    rows = [
+        _row(problem, kind, backend, replies[(backend, problem)], work)
+        for problem, kind, _kwargs, work in problems
+        for backend in (GEMM_BACKENDS if kind == "gemm" else GELU_BACKENDS)
+    ]
     return PartBResult(rows, backends, time.perf_counter() - start)

@@ -93,18 +93,23 @@ def _summary(result: PartAResult) -> str:
 
 def render_part_b(result: PartBResult) -> str:
     """The Part B table: ms and GFLOP/s or GB/s per backend and problem, then backend status lines."""
-    lines = ["Part B, context (never the verdict): the same problems on other kernels", ""]
+    lines = [
+        "Part B, context (never the verdict): the same problems on other kernels",
+        "(rates from the median; on a busy machine the best time is the kinder estimate)",
+        "",
+    ]
     problem = None
     for r in result.rows:
         if r.problem != problem:
             problem = r.problem
             unit = "GFLOP/s" if r.kind == "gemm" else "GB/s"
-            lines.append(f"{problem:<24} {'ms':>9} {unit:>9}")
+            lines.append(f"{problem:<20} {'median ms':>10} {'best ms':>9} {unit:>9}")
         rate = r.gflops if r.kind == "gemm" else r.gbps
-        ms = f"{r.ms:9.2f}" if r.ms is not None else "        -"
+        ms = f"{r.ms:10.2f}" if r.ms is not None else "         -"
+        best = f"{r.min_ms:9.2f}" if r.min_ms is not None else "        -"
         rt = f"{rate:9.1f}" if rate is not None else "        -"
         status = "" if r.status == "ok" else f"[{r.status}] "
-        lines.append(f"  {r.backend:<22} {ms} {rt}  {status}{r.detail}"[:160])
+        lines.append(f"  {r.backend:<18} {ms} {best} {rt}  {status}{r.detail}"[:150])
     lines.append("")
     lines.append("backends")
     for b in result.backends:

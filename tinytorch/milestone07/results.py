@@ -78,6 +78,8 @@ class BenchRow:
     gflops: float | None
     gbps: float | None
     detail: str
+    min_ms: float | None = None  # the best sample (ms is the median)
+    samples: int = 0
 
 
 @dataclass

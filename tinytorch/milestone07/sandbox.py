@@ -180,8 +180,9 @@ def _pump(stream: IO[bytes], inbox: queue.Queue) -> None:
 class Sandbox:
     """One child process running the student's module; restarted after a timeout or crash."""
 
-    def __init__(self, impl: str | None) -> None:
+    def __init__(self, impl: str | None, env: dict[str, str] | None = None) -> None:
         self.impl = impl
+        self.env = env or {}  # extra environment variables for the child
         self.info: dict[str, Any] | None = None  # what loading the module found, first start
         self.restarts = 0
         self._proc: subprocess.Popen | None = None
@@ -204,7 +205,7 @@ class Sandbox:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # the student's prints and warnings
-            env=_child_env(),
+            env=_child_env() | self.env,
         )
         self._inbox = queue.Queue()
         threading.Thread(target=_pump, args=(self._proc.stdout, self._inbox), daemon=True).start()

@@ -59,6 +59,8 @@ _ROW = {
         "gflops": _NUM,
         "gbps": _NUM,
         "detail": _STR,
+        "min_ms": _NUM,
+        "samples": {"type": "integer", "minimum": 0},
     },
 }
 SCHEMA: dict[str, Any] = {
