@@ -40,6 +40,7 @@ def render_part_a(result: PartAResult) -> str:
         "",
     ]
     width = max((len(c.name) for c in result.cases), default=20) + 2
+    told: dict[str, str] = {}  # lesson -> the first case that printed it
     for group in GROUPS:
         rows = [c for c in result.cases if c.group == group]
         if not rows:
@@ -53,7 +54,10 @@ def render_part_a(result: PartAResult) -> str:
             )
             if c.status != "pass":
                 lines += _wrap(f"{c.title}: {c.detail}")
-                if c.lesson:
+                if c.lesson in told:
+                    lines += _wrap(f"fix: as for {told[c.lesson]}")
+                elif c.lesson:
+                    told[c.lesson] = c.name
                     lines += _wrap(f"fix: {c.lesson}")
         lines.append("")
     if result.checks:
@@ -82,7 +86,8 @@ def _summary(result: PartAResult) -> str:
     lines = [head, VERDICT_LINE[result.verdict]]
     failing = [c.name for c in result.failing()] + [c.name for c in result.failing_checks()]
     if failing and result.verdict == "NOT_PASSED":
-        lines += _wrap("failing: " + ", ".join(failing), indent=2)
+        more = f" and {len(failing) - 6} more" if len(failing) > 6 else ""
+        lines += _wrap("failing: " + ", ".join(failing[:6]) + more, indent=2)
     unseen = [c.name for c in checks if c.status == "not_observed"]
     if unseen:
         lines += _wrap(f"not verified (nothing observable): {', '.join(unseen)}", indent=2)

@@ -126,9 +126,12 @@ def worker_main(impl: str | None) -> None:
     """Child process: import the student's module, then answer requests until stdin closes."""
     from tinytorch.milestone07.impl import load_impl
 
-    requests = sys.stdin.buffer
-    replies = os.fdopen(os.dup(1), "wb")  # the protocol keeps the real stdout ...
+    requests = os.fdopen(os.dup(0), "rb")  # the protocol keeps the real stdin and stdout ...
+    replies = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # ... so a student's input() reads nothing rather than our requests
     os.dup2(2, 1)  # ... and anything printed (Python or C) goes to stderr instead
+    sys.stdin = open(os.devnull)  # noqa: SIM115 (lives as long as the process)
     sys.stdout = sys.stderr
     if impl is None:
         module, info = None, {"status": "ok", "error": "", "functions": {}, "file": ""}
