@@ -65,7 +65,7 @@ if triton is not None:
         stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
         HAS_EPILOGUE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-        GROUP_M: tl.constexpr,
+        GROUP_M: tl.constexpr, PRECISION: tl.constexpr,
     ):  # fmt: skip
         """C tile = [gelu](A[rows, :] @ B[:, cols] [+ bias]).
 
@@ -102,7 +102,7 @@ if triton is not None:
                 mask=(k[:, None] < K) & mask_n[None, :],
                 other=0.0,
             )  # (BK, BN)
-            acc = tl.dot(a, b, acc, input_precision="ieee")
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)  # "ieee": true fp32 products
         if HAS_EPILOGUE:
             bias = tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0)
             acc = _gelu(acc + bias[None, :])
@@ -227,8 +227,17 @@ def matmul_bias_gelu(
     block_n: int = 64,
     block_k: int = 32,
     group_m: int = 8,
+    precision: str = "ieee",
+    num_warps: int = 4,
+    num_stages: int = 3,
 ) -> Any:
-    """C = gelu(A @ B + bias), or C = A @ B when bias is None. A (M, K), B (K, N), bias (N,)."""
+    """C = gelu(A @ B + bias), or C = A @ B when bias is None. A (M, K), B (K, N), bias (N,).
+
+    precision "ieee" multiplies in full fp32 (what torch.matmul does unless TF32 is allowed);
+    "tf32" uses tensor cores with 10-bit mantissas. num_warps/num_stages only matter on a GPU.
+    """
+    if precision not in ("ieee", "tf32"):
+        raise ValueError(f"precision must be 'ieee' or 'tf32', got {precision!r}")
     torch, dev = _torch_and_device()
     at, was_numpy = _to_tensor(a, "a", torch, dev, ndim=2)
     bt, _ = _to_tensor(b, "b", torch, dev, ndim=2)
@@ -255,6 +264,7 @@ def matmul_bias_gelu(
                 at.stride(0), at.stride(1), bt.stride(0), bt.stride(1), c.stride(0), c.stride(1),
                 HAS_EPILOGUE=biast is not None,
                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
+                PRECISION=precision, num_warps=num_warps, num_stages=num_stages,
             )  # fmt: skip
     return c.cpu().numpy() if was_numpy else c
 
