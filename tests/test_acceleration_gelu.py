@@ -148,3 +148,10 @@ def test_bad_input_names_the_argument():
         fused_gelu("1.0")
     with pytest.raises(TypeError, match="fused_gelu: x"):
         fused_gelu(np.array([1 + 2j]))
+
+
+def test_no_floating_point_error_even_when_numpy_raises_on_underflow():
+    x = np.array([-3.4e38, -50.0, -12.0, -1e-45, 0.0, 1e-45, 3.4e38], dtype=np.float32)
+    with np.errstate(all="raise"):
+        y = fused_gelu(x).data
+    np.testing.assert_allclose(y, reference(x), rtol=1e-6, atol=float(np.float32(1e-45)))

@@ -112,8 +112,9 @@ def f(x: int) -> int:
     """Twice x."""
     y = x
     ### BEGIN SOLUTION
-    # HINT: multiply by two
-    return 2 * y
+    # HINT: multiply
+    #   by two
+    return 2 * y  # not part of the hint
     ### END SOLUTION
 
 

@@ -5,8 +5,8 @@ A solution region is the block of lines between a `### BEGIN SOLUTION` line and 
 
     raise NotImplementedError("<hint>")
 
-where the hint is the text of the region's first `# HINT: ...` comment, or a default that names
-the enclosing function. Everything outside the regions (imports, signatures, docstrings, argument
+where the hint is the text of the region's first `# HINT: ...` comment (with the comment lines
+that directly follow it), or a default that names the enclosing function. Everything outside the regions (imports, signatures, docstrings, argument
 checks) is copied unchanged, so the student's file stays importable and interchangeable.
 """
 
@@ -55,6 +55,7 @@ def make_student_source(source: str, *, origin: str = "<source>") -> str:
     out: list[str] = []
     begin_line = 0  # 1-based line of the open region's BEGIN marker; 0 when none is open
     indent = hint = ""
+    hint_open = False  # the last line read was part of the hint comment
     function = "this function"
     for number, line in enumerate(source.splitlines(keepends=True), start=1):
         stripped = line.strip()
@@ -63,7 +64,7 @@ def make_student_source(source: str, *, origin: str = "<source>") -> str:
                 raise ValueError(
                     f"{origin}:{number}: {BEGIN} inside the region opened at line {begin_line}"
                 )
-            begin_line, hint = number, ""
+            begin_line, hint, hint_open = number, "", False
             indent = line[: len(line) - len(line.lstrip())]
         elif stripped == END:
             if not begin_line:
@@ -73,7 +74,11 @@ def make_student_source(source: str, *, origin: str = "<source>") -> str:
         elif begin_line:
             match = _HINT.match(line)
             if match and not hint:
-                hint = match.group("text")
+                hint, hint_open = match.group("text"), True
+            elif hint_open and stripped.startswith("#"):
+                hint += " " + stripped.lstrip("#").strip()  # the hint continues on this line
+            else:
+                hint_open = False
         else:
             match = _DEF.match(line)
             if match:

@@ -212,15 +212,17 @@ def fused_gelu(x: ArrayLike) -> Tensor:
     two_kc = np.float32(2.0 * _SQRT_2_OVER_PI * _GELU_C)
     t = np.empty_like(xs)  # (...) temporary (explicit buffers: 0-d ufunc results are scalars)
     y = np.empty_like(xs)  # (...) output
-    np.clip(xs, _GELU_LO, _GELU_HI, out=t)  # x clipped for the cubic
-    np.multiply(t, t, out=y)  # t*t
-    y *= two_kc  # 2kc t^2
-    y += two_k  # 2k + 2kc t^2
-    y *= t  # z = 2u = 2k (t + c t^3)
-    np.exp(y, out=y)  # e = exp(2u) in [0, 8.3e37]
-    np.add(y, 1.0, out=t)  # 1 + e (the clipped copy is no longer needed)
-    y /= t  # sigmoid(2u) = e / (1 + e)
-    y *= xs  # gelu = x sigmoid(2u)
+    # Underflow to 0 or to a subnormal is intended here (tiny t*t, e for x < -10, tiny gelu).
+    with np.errstate(under="ignore"):
+        np.clip(xs, _GELU_LO, _GELU_HI, out=t)  # x clipped for the cubic
+        np.multiply(t, t, out=y)  # t*t
+        y *= two_kc  # 2kc t^2
+        y += two_k  # 2k + 2kc t^2
+        y *= t  # z = 2u = 2k (t + c t^3)
+        np.exp(y, out=y)  # e = exp(2u) in [0, 8.3e37]
+        np.add(y, 1.0, out=t)  # 1 + e (the clipped copy is no longer needed)
+        y /= t  # sigmoid(2u) = e / (1 + e)
+        y *= xs  # gelu = x sigmoid(2u)
     return Tensor(y)
     ### END SOLUTION
 
