@@ -19,7 +19,7 @@ MARK = {
 VERDICT_LINE = {
     "PASS": "PASS: your Module 17 kernels match NumPy on every case.",
     "NOT_PASSED": "NOT PASSED: fix the cases above (each names its lesson) and run again.",
-    "INCOMPLETE": "INCOMPLETE: Module 17 is not finished yet.",
+    "INCOMPLETE": "INCOMPLETE: Module 17 is not finished: write what is listed above, then rerun.",
 }
 
 
@@ -52,7 +52,7 @@ def render_part_a(result: PartAResult) -> str:
             lines.append(
                 f"  {MARK[c.status]:<7} {c.name:<{width}} err {_err(c.max_error)}  {c.seconds * 1e3:7.1f} ms"
             )
-            if c.status != "pass":
+            if c.status not in ("pass", "incomplete"):  # incomplete: listed once at the end
                 lines += _wrap(f"{c.title}: {c.detail}")
                 if c.lesson in told:
                     lines += _wrap(f"fix: as for {told[c.lesson]}")
@@ -91,7 +91,7 @@ def _summary(result: PartAResult) -> str:
     unseen = [c.name for c in checks if c.status == "not_observed"]
     if unseen:
         lines += _wrap(f"not verified (nothing observable): {', '.join(unseen)}", indent=2)
-    if result.blamed():
+    if result.blamed() and result.verdict == "NOT_PASSED":
         lines.append("  look at: " + ", ".join(sorted(result.blamed())))
     return "\n".join(lines)
 
