@@ -67,6 +67,17 @@ def _executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="tiled_matmul")
 
 
+def _reset_after_fork() -> None:
+    """A forked child inherits the pool object but not its threads: start afresh there."""
+    global _PARALLEL_LOCK
+    _executor.cache_clear()
+    _PARALLEL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 @functools.lru_cache(maxsize=1)
 def _blas_controller() -> Any:
     try:
