@@ -42,11 +42,17 @@ namespace {
 //   MC      : rows of A packed per block; the MC x KC block of A (144 KiB) stays in L2.
 //   NC      : columns of B packed per block; the KC x NC panel of B (6 MiB) lives in L3.
 // ---------------------------------------------------------------------------------------------
+#ifndef TT_KC
+#define TT_KC 512
+#endif
+#ifndef TT_MC
+#define TT_MC 72
+#endif
 constexpr size_t MR = 6;
 constexpr size_t NR = 16;
-constexpr size_t KC = 512;
-constexpr size_t MC = 72;  // a multiple of MR
-constexpr size_t NC = 3072;  // a multiple of NR
+constexpr size_t KC = TT_KC;
+constexpr size_t MC = TT_MC;  // a multiple of MR
+constexpr size_t NC = 3072;   // a multiple of NR
 
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
@@ -101,6 +107,38 @@ inline __m256 gelu_avx2(__m256 y) {
     __m256 g = _mm256_div_ps(y, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_avx2(t)));
     __m256 flush = _mm256_cmp_ps(y, _mm256_set1_ps(kGeluFlush), _CMP_LT_OQ);
     return _mm256_andnot_ps(flush, g);
+}
+#endif
+
+#if TT_AVX2 && defined(__AVX512F__)
+#define TT_AVX512 1
+// The same exp and GELU on 16 lanes, for the streaming bias+GELU kernel only (the GEMM stays on
+// the 6x16 AVX2 tile). Masked loads/stores handle the ragged tail without a scalar loop.
+inline __m512 exp_avx512(__m512 x) {
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+inline __m512 gelu_avx512(__m512 y) {
+    __m512 y2 = _mm512_mul_ps(y, y);
+    __m512 u = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
+                             _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluCubic), y2), y, y));
+    __m512 t = _mm512_mul_ps(_mm512_set1_ps(-2.0f), u);
+    t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
+    __m512 g = _mm512_div_ps(y, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_avx512(t)));
+    __mmask16 keep = _mm512_cmp_ps_mask(y, _mm512_set1_ps(kGeluFlush), _CMP_NLT_UQ);  // NaN kept
+    return _mm512_maskz_mov_ps(keep, g);
 }
 #endif
 
@@ -368,7 +406,9 @@ extern "C" {
 
 // Which ISA path this library was compiled with.
 const char* tt_isa(void) {
-#if TT_AVX2
+#if TT_AVX512
+    return "avx2+fma, avx512f bias+gelu";
+#elif TT_AVX2
     return "avx2+fma";
 #elif TT_NEON
     return "neon";
@@ -425,7 +465,17 @@ int tt_bias_gelu(const float* X, const float* bias, float* Y, size_t rows, size_
             const float* x = X + i * cols;
             float* y = Y + i * cols;
             size_t j = c0;
-#if TT_AVX2
+#if TT_AVX512
+            for (; j + 16 <= c1; j += 16)
+                _mm512_storeu_ps(y + j, gelu_avx512(_mm512_add_ps(_mm512_loadu_ps(x + j),
+                                                                  _mm512_loadu_ps(bias + j))));
+            if (j < c1) {
+                __mmask16 m = static_cast<__mmask16>((1u << (c1 - j)) - 1u);
+                __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + j), _mm512_maskz_loadu_ps(m, bias + j));
+                _mm512_mask_storeu_ps(y + j, m, gelu_avx512(v));
+                j = c1;
+            }
+#elif TT_AVX2
             for (; j + 8 <= c1; j += 8)
                 _mm256_storeu_ps(y + j, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + j),
                                                                 _mm256_loadu_ps(bias + j))));

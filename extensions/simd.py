@@ -173,19 +173,45 @@ def _ptr(arr: np.ndarray) -> Any:
 # --------------------------------------------------------------------------- kernels
 
 
-def matmul(a: object, b: object, *, threads: int | None = None) -> np.ndarray:
-    """C = A @ B in float32: A (M, K), B (K, N) -> (M, N)."""
-    return _gemm(a, b, None, threads)
+def matmul(
+    a: object, b: object, *, threads: int | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
+    """C = A @ B in float32: A (M, K), B (K, N) -> (M, N); written into `out` if given."""
+    return _gemm(a, b, None, threads, out)
 
 
 def matmul_bias_gelu(
-    a: object, b: object, bias: object, *, threads: int | None = None
+    a: object,
+    b: object,
+    bias: object,
+    *,
+    threads: int | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """C = gelu(A @ B + bias), GELU in tanh form, applied as the micro-kernel writes C."""
-    return _gemm(a, b, bias, threads)
+    return _gemm(a, b, bias, threads, out)
 
 
-def _gemm(a: object, b: object, bias: object | None, threads: object) -> np.ndarray:
+def _out(out: object, shape: tuple[int, ...], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
+    """A fresh float32 array, or `out` checked: float32, C-contiguous, writeable, right shape,
+    sharing no memory with the inputs (the kernels read inputs while writing out)."""
+    if out is None:
+        return np.empty(shape, dtype=np.float32)
+    if not isinstance(out, np.ndarray):
+        raise ValueError(f"out must be a numpy.ndarray, got {type(out).__name__}")  # noqa: TRY004
+    if out.dtype != np.float32 or out.shape != shape:
+        raise ValueError(f"out must be float32 of shape {shape}, got {out.dtype} {out.shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be C-contiguous and writeable")
+    for arr in inputs:
+        if np.shares_memory(out, arr):
+            raise ValueError("out overlaps an input; pass a separate buffer")
+    return out
+
+
+def _gemm(
+    a: object, b: object, bias: object | None, threads: object, out: object = None
+) -> np.ndarray:
     nt = _threads(threads)
     a32 = _as_f32(a, "a", ndim=2)  # (M, K)
     b32 = _as_f32(b, "b", ndim=2)  # (K, N)
@@ -198,7 +224,8 @@ def _gemm(a: object, b: object, bias: object | None, threads: object) -> np.ndar
         if bias32.shape[0] != n:
             raise ValueError(f"bias must have length N={n} (columns of b), got {bias32.shape[0]}")
     lib = _load()
-    out = np.empty((m, n), dtype=np.float32)  # (M, N)
+    inputs = (a32, b32) if bias32 is None else (a32, b32, bias32)
+    out = _out(out, (m, n), inputs)  # (M, N)
     if m == 0 or n == 0:
         return out
     rc = lib.tt_sgemm(_ptr(a32), _ptr(b32), _ptr(out), m, n, k, max(k, 1), max(n, 1), n,
@@ -208,8 +235,13 @@ def _gemm(a: object, b: object, bias: object | None, threads: object) -> np.ndar
     return out
 
 
-def fused_bias_gelu(x: object, bias: object, *, threads: int | None = None) -> np.ndarray:
-    """y = gelu(x + bias) = u' * sigmoid(2 sqrt(2/pi) (u' + 0.044715 u'^3)), u' = x + bias."""
+def fused_bias_gelu(
+    x: object, bias: object, *, threads: int | None = None, out: np.ndarray | None = None
+) -> np.ndarray:
+    """y = gelu(x + bias) = u' * sigmoid(2 sqrt(2/pi) (u' + 0.044715 u'^3)), u' = x + bias.
+
+    `out` may be x itself (in place, when x is float32 C-contiguous) or a separate buffer.
+    """
     nt = _threads(threads)
     x32 = _as_f32(x, "x")  # (..., N)
     if x32.ndim == 0:
@@ -222,7 +254,8 @@ def fused_bias_gelu(x: object, bias: object, *, threads: int | None = None) -> n
             f"got {bias32.shape[0]}"
         )
     lib = _load()
-    out = np.empty_like(x32)
+    same = isinstance(out, np.ndarray) and out is x32  # exactly in place: each y[j] reads x[j]
+    out = _out(out, x32.shape, (bias32,) if same else (x32, bias32))
     if x32.size == 0:
         return out
     rows = x32.size // cols
@@ -232,11 +265,11 @@ def fused_bias_gelu(x: object, bias: object, *, threads: int | None = None) -> n
     return out
 
 
-def copy(x: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+def copy(x: object, *, threads: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """A parallel memcpy of x: the bandwidth ceiling the benchmark divides bias+GELU by."""
     nt = _threads(threads)
     x32 = _as_f32(x, "x")
-    out = np.empty_like(x32)
+    out = _out(out, x32.shape, (x32,))
     if x32.size:
         _load().tt_copy(_ptr(x32), _ptr(out), x32.size, nt)
     return out

@@ -81,7 +81,7 @@ def test_build_caches_and_reuses(tmp_path) -> None:
     assert res.flags[:1] == ["-O3"]
     lib2, res2 = build.build(directory=tmp_path)
     assert res2.cached and res2.library == res.library
-    assert lib2.tt_isa() in (b"avx2+fma", b"neon", b"scalar")
+    assert lib2.tt_isa().split(b",")[0] in (b"avx2+fma", b"neon", b"scalar")
 
 
 @needs_cxx
@@ -106,7 +106,7 @@ def test_a_corrupt_cached_library_is_rebuilt(tmp_path) -> None:
     lib, res = build.build(directory=tmp_path)
     assert res.library == library and not res.cached
     assert any("unloadable" in n for n in res.notes)
-    assert lib.tt_isa() in (b"avx2+fma", b"neon", b"scalar")
+    assert lib.tt_isa().split(b",")[0] in (b"avx2+fma", b"neon", b"scalar")
 
 
 @needs_cxx
