@@ -158,6 +158,12 @@ def simd_status(module: Any) -> dict:
         info = dict(simd.build_info()) if hasattr(simd, "build_info") else {}
     except Exception as exc:  # noqa: BLE001 (report any build failure as a reason)
         return {"name": "c++ simd", "available": False, "reason": f"{type(exc).__name__}: {exc}"}
+    if ok and info.get("built"):
+        omp = "OpenMP" if info.get("openmp") else "no OpenMP (1 thread)"
+        compiler = info.get("compiler_version") or info.get("compiler") or "?"
+        reason = f"built: {info.get('isa')}, {omp}, {info.get('threads')} threads, {compiler}"
+    elif not ok:
+        reason = f"not built: {reason}"
     return {"name": "c++ simd", "available": bool(ok), "reason": str(reason), "build": info}
 
 

@@ -65,7 +65,7 @@ def render_part_a(result: PartAResult) -> str:
         lines.append(f"deeper checks  {ok}/{len(result.checks)}")
         for c in result.checks:
             lines.append(f"  {MARK[c.status]:<7} {c.name:<22} {c.detail}"[:400])
-            if c.lesson and c.status not in ("pass", "not_observed"):
+            if c.lesson and c.status not in ("pass", "not_observed", "incomplete"):
                 lines += _wrap(f"fix: {c.lesson}")
         lines.append("")
     if result.missing:
