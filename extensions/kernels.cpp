@@ -425,6 +425,22 @@ int tt_openmp(void) {
 #endif
 }
 
+// Threads a parallel region asking for `threads` really gets. torch shares (or brings) libgomp and
+// sets its ICVs, so this is how the benchmark checks our regions still get what they ask for.
+int tt_team_size(int threads) {
+    int got = 1;
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(clamp_threads(threads))
+    {
+#pragma omp single
+        got = omp_get_num_threads();
+    }
+#else
+    (void)threads;
+#endif
+    return got;
+}
+
 int tt_mr(void) { return static_cast<int>(MR); }
 int tt_nr(void) { return static_cast<int>(NR); }
 

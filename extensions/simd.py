@@ -35,9 +35,23 @@ _size = ctypes.c_size_t
 GOMP_SPINCOUNT = "10000"
 
 
+_spin_set_here = False
+
+
 def _quiet_openmp_spin() -> None:
+    global _spin_set_here
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
+        _spin_set_here = True
+
+
+def child_env() -> dict[str, str]:
+    """os.environ without the GOMP_SPINCOUNT this module set: for children (torch) that should
+    run with their own defaults."""
+    env = dict(os.environ)
+    if _spin_set_here:
+        env.pop("GOMP_SPINCOUNT", None)
+    return env
 
 
 def _load() -> ctypes.CDLL:
@@ -66,6 +80,8 @@ def _load() -> ctypes.CDLL:
         lib.tt_bias_gelu.argtypes = [_f32p, _f32p, _f32p, _size, _size, ctypes.c_int]
         lib.tt_copy.restype = ctypes.c_int
         lib.tt_copy.argtypes = [_f32p, _f32p, _size, ctypes.c_int]
+        lib.tt_team_size.restype = ctypes.c_int
+        lib.tt_team_size.argtypes = [ctypes.c_int]
         lib.tt_fma_peak.restype = ctypes.c_double
         lib.tt_fma_peak.argtypes = [_size, ctypes.c_int]
         _lib, _result = lib, res
@@ -273,6 +289,11 @@ def copy(x: object, *, threads: int | None = None, out: np.ndarray | None = None
     if x32.size:
         _load().tt_copy(_ptr(x32), _ptr(out), x32.size, nt)
     return out
+
+
+def team_size(threads: int) -> int:
+    """How many threads an OpenMP region asking for `threads` actually gets in this process."""
+    return int(_load().tt_team_size(_threads(threads)))
 
 
 def fma_peak(*, threads: int | None = None, iters: int = 20_000_000) -> float:

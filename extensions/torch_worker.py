@@ -7,8 +7,9 @@ call at a time, so torch and the C++ kernels are still interleaved in time.
 
 Protocol: one JSON request per stdin line, one JSON reply per stdout line.
   {"op": "gemm", "n": 512, "threads": 2}               -> {"seconds": ...}
-  {"op": "bias_gelu", "rows": 512, "cols": 1024, "threads": 2}
-  {"op": "simd_gemm", "n": 1024, "threads": 2}          -> C++ GEMM timed with torch loaded and used
+  {"op": "bias_gelu", "rows": 512, "cols": 1024, "threads": 2, "inplace": true}
+  {"op": "simd_gemm", "n": 1024, "threads": 2}          -> C++ GEMM timed with torch loaded and used,
+                                                            and its OpenMP team size
   {"op": "info"}                                         -> {"torch": version, "threads": n}
 """
 
@@ -51,7 +52,7 @@ def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
         gelu_ = getattr(torch._C._nn, "gelu_", None)  # in place: no allocation, like ours
 
         def run() -> Any:
-            if gelu_ is None:
+            if gelu_ is None or not req.get("inplace", True):  # as usually written: allocates
                 return torch.nn.functional.gelu(x + bias, approximate="tanh")
             return gelu_(torch.add(x, bias, out=y), approximate="tanh")
 
@@ -69,7 +70,10 @@ def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
             start = time.perf_counter()
             simd.matmul(a, a, threads=threads)
             samples.append(time.perf_counter() - start)
-        return {"seconds": float(np.median(samples))}
+        torch.set_num_threads(1)  # changes the process-wide OpenMP default (shared libgomp)
+        team = simd.team_size(threads)  # our regions pass num_threads, so they keep `threads`
+        torch.set_num_threads(2)
+        return {"seconds": float(np.median(samples)), "team_size_after_torch_1_thread": team}
     return {"error": f"unknown op {op!r}"}
 
 

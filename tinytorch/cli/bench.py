@@ -46,10 +46,13 @@ def render(report: dict[str, Any]) -> str:
             f"{cell('c++ 2t')} | {cell('numpy 2t')} | {r['ratio 2t']:5.2f} | {cell('torch 2t')}"
         )
     lines.append("")
-    lines.append("bias+GELU y = gelu(x + bias), GB/s (fraction of copy bandwidth)")
+    lines.append(
+        "bias+GELU y = gelu(x + bias), GB/s (fraction of copy bandwidth); "
+        "'alloc' = a new output per call"
+    )
     lines.append(
         f"{'shape':>9} | {'C++ 1t':>13} | {'C++ 2t':>13} | {'NumPy':>13} | "
-        f"{'torch 2t':>13} | C++/torch"
+        f"{'torch 2t':>13} | C++/torch | {'C++ 2t alloc':>13} | {'torch 2t alloc':>14} | C++/torch"
     )
     for r in report["bias_gelu"]:
 
@@ -59,7 +62,9 @@ def render(report: dict[str, Any]) -> str:
 
         lines.append(
             f"{r['shape']:>9} | {gcell('c++ 1t')} | {gcell('c++ 2t')} | {gcell('numpy')} | "
-            f"{gcell('torch 2t')} | {_fmt(r.get('c++ / torch'), '6.1f')}x"
+            f"{gcell('torch 2t')} | {_fmt(r.get('c++ / torch'), '8.1f')}x | "
+            f"{gcell('c++ 2t alloc')} | {gcell('torch 2t alloc')} | "
+            f"{_fmt(r.get('c++ / torch alloc'), '8.1f')}x"
         )
     lines.append("")
     lines.append("Fused C = gelu(A @ B + bias) vs GEMM then bias+GELU (C++), GFLOP/s")
@@ -72,7 +77,12 @@ def render(report: dict[str, Any]) -> str:
     if tc:
         lines.append("")
         lines.append(f"Thread check, C++ GEMM {tc['n']} GFLOP/s: alone vs beside torch's libgomp")
-        lines.append("  " + " | ".join(f"{k} {_fmt(v, '.1f')}" for k, v in tc.items() if k != "n"))
+        rates = {k: v for k, v in tc.items() if k not in ("n", "team_size_asked_2")}
+        lines.append("  " + " | ".join(f"{k} {_fmt(v, '.1f')}" for k, v in rates.items()))
+        lines.append(
+            "  OpenMP team beside torch after torch.set_num_threads(1), asking for 2: "
+            f"{tc.get('team_size_asked_2')}"
+        )
     lines.append("")
     bad = [c for c in report["checks"] if not c["ok"]]
     lines.append(
