@@ -213,6 +213,12 @@ void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t 
     __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
     __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
     __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    // C is only touched after the K loop: start fetching its 6 rows now so the write-back
+    // does not wait on memory.
+    for (size_t i = 0; i < mr; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc + NR - 1), _MM_HINT_T0);
+    }
     for (size_t k = 0; k < kc; ++k) {
         _mm_prefetch(reinterpret_cast<const char*>(Ap + 8 * MR), _MM_HINT_T0);
         __m256 b0 = _mm256_loadu_ps(Bp);

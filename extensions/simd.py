@@ -23,7 +23,7 @@ _result: _build.BuildResult | None = None
 _error: str | None = None
 _MAX_THREADS = 512
 
-_f32p = ctypes.POINTER(ctypes.c_float)
+_f32p = ctypes.c_void_p  # float*; passed as the integer address (cheaper than data_as)
 _size = ctypes.c_size_t
 
 
@@ -99,15 +99,21 @@ def available() -> tuple[bool, str]:
     return True, f"{lib.tt_isa().decode()}, {omp}, {_result.compiler_version}"
 
 
+_cpus: int | None = None
+
+
 def default_threads() -> int:
-    """OMP_NUM_THREADS if set, else the CPUs this process may run on."""
+    """OMP_NUM_THREADS if set, else the CPUs this process may run on (looked up once)."""
+    global _cpus
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
         return min(int(env), _MAX_THREADS)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    if _cpus is None:
+        try:
+            _cpus = max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            _cpus = max(1, os.cpu_count() or 1)
+    return _cpus
 
 
 def build_info() -> dict[str, Any]:
@@ -182,8 +188,8 @@ def _as_f32(x: object, name: str, ndim: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
-def _ptr(arr: np.ndarray) -> Any:
-    return arr.ctypes.data_as(_f32p)
+def _ptr(arr: np.ndarray) -> int:
+    return arr.ctypes.data
 
 
 # --------------------------------------------------------------------------- kernels
