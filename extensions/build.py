@@ -243,6 +243,16 @@ def _try_load(path: Path) -> ctypes.CDLL | None:
 
 def build(source: Path = SOURCE, directory: Path | None = None) -> tuple[ctypes.CDLL, BuildResult]:
     """Build (or reuse) the kernels library and load it. Raises BuildError with the reason."""
+    try:
+        return _build(source, directory)
+    except OSError as exc:  # read-only or full cache dir, vanished temp files, ...
+        where = directory if directory is not None else cache_dir()
+        raise BuildError(
+            f"cannot build in {where}: {exc} (set {CACHE_ENV} to a writable dir)"
+        ) from exc
+
+
+def _build(source: Path, directory: Path | None) -> tuple[ctypes.CDLL, BuildResult]:
     cxx = find_compiler()
     if cxx is None:
         raise BuildError(

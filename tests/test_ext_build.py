@@ -146,3 +146,11 @@ def test_two_processes_building_at_once_both_load_a_complete_library(tmp_path) -
     libs = {out.strip() for out, _ in outs}
     assert len(libs) == 1
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp.so")]
+
+
+@needs_cxx
+def test_an_unwritable_cache_dir_is_a_build_error_naming_the_env_var(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache dir should be")
+    with pytest.raises(build.BuildError, match="TINYTORCH_CACHE_DIR"):
+        build.build(directory=blocker / "cache")

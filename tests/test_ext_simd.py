@@ -118,7 +118,9 @@ dtypes = st.sampled_from([np.float32, np.float64, np.float16, np.int32, np.int64
 @st.composite
 def maybe_strided(draw: st.DrawFn, shape: tuple[int, ...], dtype: object) -> np.ndarray:
     """An array of `shape`, sometimes a transposed or step-2 view instead of a fresh buffer."""
-    kind = draw(st.sampled_from(["plain", "transposed", "stepped"]))
+    kind = draw(st.sampled_from(["plain", "transposed", "stepped", "reversed"]))
+    if kind == "reversed":
+        return (np.arange(int(np.prod(shape))).reshape(shape) % 7).astype(dtype)[::-1]
     if kind == "transposed" and len(shape) == 2:
         return np.zeros(shape[::-1], dtype=dtype).T + np.ones(shape, dtype=dtype)
     if kind == "stepped" and len(shape) >= 1:
