@@ -236,3 +236,16 @@ def test_out_overlapping_an_input_is_rejected() -> None:
     x = np.ones((8, 4), np.float32)
     with pytest.raises(ValueError, match="overlaps"):
         simd.fused_bias_gelu(x[:4], np.ones(4, np.float32), out=x[2:6])  # partial overlap
+
+
+def test_large_outputs_take_the_streaming_store_path_correctly() -> None:
+    # >= 32 MiB of output switches to non-temporal stores; odd widths misalign every row start.
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((4099, 2051)) * 3).astype(np.float32)
+    bias = rng.standard_normal(2051).astype(np.float32)
+    out = simd.fused_bias_gelu(x, bias, threads=2)
+    sample = rng.integers(0, x.shape[0], 200)  # the float64 reference on a row sample is enough
+    np.testing.assert_allclose(out[sample], gelu64(x[sample] + bias), atol=1e-6)
+    big = rng.standard_normal(9_000_001).astype(np.float32)
+    for start in (0, 1, 3):
+        assert np.array_equal(simd.copy(big[start:], threads=2), big[start:])
