@@ -62,10 +62,21 @@ def _per_call(fn: Callable[[], Any], min_time: float = 0.002) -> float:
 
 
 # After a multi-threaded call OpenBLAS keeps its worker thread spinning for ~0.1-0.2 s (its
-# THREAD_TIMEOUT); torch's OpenMP threads spin too. Measured here: a 2-thread FMA loop right after
-# `a @ b` ran at 126 GFLOP/s, 0.2 s later at 260. So every multi-threaded NumPy or torch sample
-# is followed by this pause, or it would halve whichever 2-thread backend comes next.
-SETTLE_S = 0.25
+# THREAD_TIMEOUT), and libgomp's idle threads (ours, torch's) spin for ~7 ms (measured: CPU time
+# burnt while the caller sleeps). A 2-thread FMA loop right after `a @ b` ran at 126 GFLOP/s,
+# 0.2 s later at 260. So every multi-threaded sample is followed by a pause longer than its
+# backend's spin, and each backend keeps its own defaults.
+OPENBLAS_SETTLE_S = 0.25
+OPENMP_SETTLE_S = 0.03
+
+
+def _settle(fns: dict[str, Any]) -> dict[str, float]:
+    """The pause after each multi-threaded backend's sample ("... 2t")."""
+    return {
+        name: OPENBLAS_SETTLE_S if name.startswith("numpy") else OPENMP_SETTLE_S
+        for name in fns
+        if "2t" in name
+    }
 
 
 def interleaved(
@@ -100,7 +111,7 @@ class TorchWorker:
             if importlib.util.find_spec("torch") is None:
                 self.reason = "torch is not installed"
                 return
-            env = simd.child_env()  # torch with its own OpenMP defaults
+            env = dict(os.environ)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tinytorch.extensions.torch_worker"],
                 stdin=subprocess.PIPE,
@@ -181,17 +192,17 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
         say("ceilings: FMA peak and copy bandwidth")
         report["ceilings"] = _ceilings(quick, rounds)
         say("GEMM")
-        report["gemm"] = _gemm(gemm_sizes, rounds, rng, torch, report["checks"])
+        report["gemm"] = _gemm(gemm_sizes, rounds, rng, torch, report["checks"], quick)
         say("bias+GELU")
-        report["bias_gelu"] = _bias_gelu(gelu_shapes, rounds, rng, torch, report["checks"])
+        report["bias_gelu"] = _bias_gelu(gelu_shapes, rounds, rng, torch, report["checks"], quick)
         say("fused GEMM+bias+GELU")
-        report["fused"] = _fused(fused_sizes, rounds, rng, report["checks"])
+        report["fused"] = _fused(fused_sizes, rounds, rng, report["checks"], quick)
     finally:
         torch.close()
     say("thread check: C++ GEMM with torch loaded in the same process")
     beside = TorchWorker()
     try:
-        report["threads_check"] = _threads_check(256 if quick else 1024, beside, rounds)
+        report["threads_check"] = _threads_check(256 if quick else 1024, beside, rounds, quick)
     finally:
         beside.close()
     _fractions(report)
@@ -228,11 +239,11 @@ def _rate(work: float, seconds: float) -> float | None:
     return None if math.isnan(seconds) else work / seconds / 1e9
 
 
-def _gemm(sizes, rounds, rng, torch: TorchWorker, checks: list) -> list[dict[str, Any]]:
-    return [_gemm_row(n, rounds, rng, torch, checks) for n in sizes]
+def _gemm(sizes, rounds, rng, torch: TorchWorker, checks: list, quick: bool) -> list[dict]:
+    return [_gemm_row(n, rounds, rng, torch, checks, quick) for n in sizes]
 
 
-def _gemm_row(n: int, rounds: int, rng, torch: TorchWorker, checks: list) -> dict[str, Any]:
+def _gemm_row(n: int, rounds: int, rng, torch: TorchWorker, checks: list, quick: bool) -> dict:
     a = rng.standard_normal((n, n)).astype(np.float32)  # (n, n)
     b = rng.standard_normal((n, n)).astype(np.float32)  # (n, n)
     ref = a.astype(np.float64) @ b.astype(np.float64)
@@ -249,9 +260,7 @@ def _gemm_row(n: int, rounds: int, rng, torch: TorchWorker, checks: list) -> dic
         fns[f"numpy {t}t"] = blas
     if torch.ok:
         fns["torch 2t"] = lambda n=n: torch.time({"op": "gemm", "n": n, "threads": 2})
-    settle = {f"numpy {t}t": SETTLE_S for t in THREADS if t > 1}
-    settle["torch 2t"] = SETTLE_S  # torch's OpenMP threads spin down too
-    med = interleaved(fns, rounds, settle_after=settle)
+    med = interleaved(fns, rounds, settle_after=_settle(fns))
     flops = 2.0 * n**3
     row: dict[str, Any] = {"n": n}
     for name, sec in med.items():
@@ -261,11 +270,13 @@ def _gemm_row(n: int, rounds: int, rng, torch: TorchWorker, checks: list) -> dic
     return row
 
 
-def _bias_gelu(shapes, rounds, rng, torch: TorchWorker, checks: list) -> list[dict[str, Any]]:
-    return [_bias_gelu_row(m, n, rounds, rng, torch, checks) for m, n in shapes]
+def _bias_gelu(shapes, rounds, rng, torch: TorchWorker, checks: list, quick: bool) -> list[dict]:
+    return [_bias_gelu_row(m, n, rounds, rng, torch, checks, quick) for m, n in shapes]
 
 
-def _bias_gelu_row(m: int, n: int, rounds: int, rng, torch: TorchWorker, checks: list) -> dict:
+def _bias_gelu_row(
+    m: int, n: int, rounds: int, rng, torch: TorchWorker, checks: list, quick: bool
+) -> dict:
     x = (rng.standard_normal((m, n)) * 3).astype(np.float32)  # (M, N)
     bias = rng.standard_normal(n).astype(np.float32)  # (N,)
     y = (x + bias).astype(np.float64)
@@ -285,8 +296,7 @@ def _bias_gelu_row(m: int, n: int, rounds: int, rng, torch: TorchWorker, checks:
         fns["torch 2t"] = lambda req=req: torch.time(req)
         req2 = dict(req, inplace=False)  # F.gelu(x + bias): two fresh tensors per call
         fns["torch 2t alloc"] = lambda req2=req2: torch.time(req2)
-    settle = {"torch 2t": SETTLE_S, "torch 2t alloc": SETTLE_S}
-    med = interleaved(fns, rounds, settle_after=settle)
+    med = interleaved(fns, rounds, settle_after=_settle(fns))
     nbytes = 4 * (2 * m * n + n)
     row: dict[str, Any] = {"shape": f"{m}x{n}", "bytes": nbytes}
     for name, sec in med.items():
@@ -297,11 +307,11 @@ def _bias_gelu_row(m: int, n: int, rounds: int, rng, torch: TorchWorker, checks:
     return row
 
 
-def _fused(sizes, rounds, rng, checks: list) -> list[dict[str, Any]]:
-    return [_fused_row(n, rounds, rng, checks) for n in sizes]
+def _fused(sizes, rounds, rng, checks: list, quick: bool) -> list[dict[str, Any]]:
+    return [_fused_row(n, rounds, rng, checks, quick) for n in sizes]
 
 
-def _fused_row(n: int, rounds: int, rng, checks: list) -> dict[str, Any]:
+def _fused_row(n: int, rounds: int, rng, checks: list, quick: bool) -> dict[str, Any]:
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
@@ -329,7 +339,7 @@ def _fused_row(n: int, rounds: int, rng, checks: list) -> dict[str, Any]:
     return row
 
 
-def _threads_check(n: int, torch: TorchWorker, rounds: int) -> dict[str, Any]:
+def _threads_check(n: int, torch: TorchWorker, rounds: int, quick: bool) -> dict[str, Any]:
     """C++ GEMM GFLOP/s here (no torch) vs in a process where torch has just run torch.mm.
 
     torch's libgomp.so.1 and the system one share a soname, so one process gets one runtime,
@@ -344,8 +354,7 @@ def _threads_check(n: int, torch: TorchWorker, rounds: int) -> dict[str, Any]:
         if torch.ok:
             req = {"op": "simd_gemm", "n": n, "threads": t, "repeats": 3}
             fns[f"beside torch {t}t"] = lambda req=req: torch.time(req)
-    settle = {name: SETTLE_S for name in fns if name.startswith("beside")}
-    med = interleaved(fns, max(3, rounds // 2), settle_after=settle)
+    med = interleaved(fns, max(3, rounds // 2), settle_after=_settle(fns))
     for name, sec in med.items():
         out[name] = _rate(2.0 * n**3, sec)
     if torch.ok:

@@ -27,33 +27,6 @@ _f32p = ctypes.c_void_p  # float*; passed as the integer address (cheaper than d
 _size = ctypes.c_size_t
 
 
-# libgomp's idle threads spin ~300k iterations after each parallel region before sleeping. On a
-# shared 2-core machine that spinning takes the core the other thread (or NumPy, or torch) needs:
-# measured here under load, 2-thread GEMM fell to 0.4-0.5x of 1 thread, with a short spin it held
-# 0.9-1.0x. The runtime reads this when it loads, so it is set before our library first loads,
-# unless the user chose a policy.
-GOMP_SPINCOUNT = "10000"
-
-
-_spin_set_here = False
-
-
-def _quiet_openmp_spin() -> None:
-    global _spin_set_here
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
-        _spin_set_here = True
-
-
-def child_env() -> dict[str, str]:
-    """os.environ without the GOMP_SPINCOUNT this module set: for children (torch) that should
-    run with their own defaults."""
-    env = dict(os.environ)
-    if _spin_set_here:
-        env.pop("GOMP_SPINCOUNT", None)
-    return env
-
-
 def _load() -> ctypes.CDLL:
     """Build or load the library once per process; later calls reuse it (or its error)."""
     global _lib, _result, _error
@@ -62,7 +35,6 @@ def _load() -> ctypes.CDLL:
             return _lib
         if _error is not None:
             raise RuntimeError(_error)
-        _quiet_openmp_spin()
         try:
             lib, res = _build.build()
         except _build.BuildError as exc:
@@ -153,8 +125,8 @@ def build_info() -> dict[str, Any]:
         library=str(res.library),
         cached=res.cached,
         notes=list(res.notes),
-        omp_wait=os.environ.get("OMP_WAIT_POLICY")
-        or f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')}",
+        omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),  # libgomp defaults unless the user set
+        gomp_spincount=os.environ.get("GOMP_SPINCOUNT"),  # these; they change 2-thread timings
     )
     return info
 
