@@ -51,7 +51,13 @@ def numpy_bias_gelu(
 
 
 def _per_call(fn: Callable[[], Any], min_time: float = 0.002) -> float:
-    """Seconds per call, averaged over enough back-to-back calls to last >= min_time."""
+    """Seconds per call, averaged over enough back-to-back calls to last >= min_time.
+
+    One untimed call first: on this VM the first 2-thread call after an idle pause sometimes
+    took ~10 ms instead of 0.2 (the idle vCPU has to be woken through the hypervisor), which
+    turned single-sample 2-thread figures into 3 GFLOP/s.
+    """
+    fn()
     calls, start = 0, time.perf_counter()
     while True:
         fn()
