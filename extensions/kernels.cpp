@@ -3,9 +3,15 @@
 //
 // ISA paths, chosen at compile time from the flags build.py probed for the running CPU:
 //   __AVX2__ && __FMA__  -> 6x16 micro-kernel in 12 ymm accumulators, AVX2 exp for GELU
+//     + __AVX512F__      -> the streaming bias+GELU (not the GEMM) on 16 lanes with masked tails
 //   __ARM_NEON           -> 6x16 micro-kernel in 24 q-register accumulators
 //   otherwise            -> portable scalar loops (the compiler may still auto-vectorise them)
-// tt_isa() reports which one this library was built with.
+// tt_isa() reports which one this library was built with. tests/test_ext_isa_paths.py builds
+// and checks each path (NEON under qemu-aarch64).
+//
+// OpenMP: every parallel region passes num_threads explicitly. torch's bundled libgomp.so.1 and
+// the system one share a soname, so a process holds one runtime and torch.set_num_threads()
+// moves its default; an explicit num_threads is immune to that.
 //
 // All matrices are row-major float32. Indices and sizes are size_t; the Python side (simd.py)
 // checks dtype, contiguity and shapes, so the pointers here are trusted.
