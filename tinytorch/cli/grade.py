@@ -9,7 +9,7 @@ import argparse
 import ast
 import sys
 
-from tinytorch.grading.grade import DEFAULT_NOTEBOOK, USAGE, UsageError, grade
+from tinytorch.grading.grade import USAGE, UsageError, grade
 
 
 def parse_param(text: str) -> tuple[str, object]:
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "notebook",
         nargs="?",
-        default=str(DEFAULT_NOTEBOOK),
+        default=None,
         help="notebook to execute (default: the milestone notebook)",
     )
     p.add_argument(
