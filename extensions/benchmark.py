@@ -172,7 +172,11 @@ def _check(name: str, got: np.ndarray, ref: np.ndarray, atol: float) -> dict[str
     return {"check": name, "max_abs_err": err, "atol": atol, "ok": bool(err <= atol)}
 
 
-def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    progress: Callable[[str], None] | None = None,
+    rounds: int | None = None,
+) -> dict[str, Any]:
     """Run every section; returns the JSON-ready report (see module docstring for the method)."""
     say = progress or (lambda _msg: None)
     ok, reason = simd.available()
@@ -185,7 +189,8 @@ def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> d
     if not ok:
         report["error"] = f"C++ kernels unavailable: {reason}"
         return report
-    rounds = 3 if quick else 9
+    rounds = rounds or (3 if quick else 9)
+    report["rounds"] = rounds
     gemm_sizes = (256,) if quick else GEMM_SIZES
     gelu_shapes = ((512, 1024),) if quick else GELU_SHAPES
     fused_sizes = (256,) if quick else FUSED_SIZES

@@ -104,9 +104,20 @@ def _run(args: argparse.Namespace) -> int:
     from tinytorch.cli.info import environment
     from tinytorch.extensions import benchmark
 
-    report = benchmark.run(quick=args.quick, progress=lambda m: print(f"... {m}", file=sys.stderr))
+    if args.rounds is not None and args.rounds < 1:
+        print("tito bench: --rounds must be >= 1", file=sys.stderr)
+        return 2
+    report = benchmark.run(
+        quick=args.quick,
+        rounds=args.rounds,
+        progress=lambda m: print(f"... {m}", file=sys.stderr),
+    )
     report["environment"] = environment()
-    report["command"] = "tito bench" + (" --quick" if args.quick else "")
+    report["command"] = (
+        "tito bench"
+        + (" --quick" if args.quick else "")
+        + (f" --rounds {args.rounds}" if args.rounds else "")
+    )
     print(render(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))
@@ -122,4 +133,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", metavar="PATH", help="also write the full report as JSON")
     p.add_argument("--quick", action="store_true", help="one small size per section (seconds)")
+    p.add_argument(
+        "--rounds", type=int, help="interleaved rounds per figure (default 9, 3 with --quick)"
+    )
     p.set_defaults(func=_run)
