@@ -154,8 +154,9 @@ viz.draw_im2col(c=2, h=5, w=5, k=3, stride=1, padding=1, field=(1, 1))
 plt.show()
 
 # %% [markdown]
-# With stride 2 the windows jump two pixels, so the output is smaller (here 4×4 from a 7×6 input with
-# padding 1) and fewer rows are written; each row still has C·k·k columns.
+# With stride 2 the windows jump two pixels (the dashed window is the previous output column's), so
+# the output is smaller, here 4×3 from a 7×6 input with padding 1: 12 rows instead of 42. Each row
+# still has C·k·k columns. Forget the stride and the rows come from the wrong windows.
 
 # %%
 viz.draw_im2col(c=2, h=7, w=6, k=3, stride=2, padding=1, field=(1, 2))

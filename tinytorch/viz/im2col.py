@@ -101,6 +101,18 @@ def draw_im2col(
                         x + 0.5, y + 0.5, "0", ha="center", va="center", fontsize=6, color="grey"
                     )
         ax.add_patch(Rectangle((x0, y0), k, k, fill=False, edgecolor="red", linewidth=2))
+        if ox > 0:  # the previous output column's window: the stride is the jump between them
+            ax.add_patch(
+                Rectangle(
+                    (x0 - stride, y0),
+                    k,
+                    k,
+                    fill=False,
+                    edgecolor="black",
+                    linestyle="--",
+                    linewidth=1.2,
+                )
+            )
         ax.set_xlim(0, wp)
         ax.set_ylim(hp, 0)
         ax.set_aspect("equal")
@@ -128,7 +140,12 @@ def draw_im2col(
     ax.set_title(f"column matrix ({n_rows} x {n_cols}) = (oh*ow, C*k*k)", fontsize=9)
     fig.suptitle(
         f"im2col, k={k}, stride {stride}, padding {padding}: output ({oy}, {ox}) reads the red window "
-        f"and becomes row {oy}*{lay.ow}+{ox} = {lay.row}",
+        f"and becomes row {oy}*{lay.ow}+{ox} = {lay.row}"
+        + (
+            f"; dashed: the window of output ({oy}, {ox - 1}), {stride} to the left"
+            if ox > 0
+            else ""
+        ),
         fontsize=10,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.93))

@@ -43,7 +43,7 @@ def cases_html(results: Sequence[Any], *, compact: bool = False) -> str:
         rows.append(
             f"<tr><td>{_badge(r.status)}</td><td style='text-align:left'><code>{html.escape(r.name)}</code>"
             f"<br>{html.escape(r.title)}{lesson}</td>"
-            f"<td>{_err(r.max_error)}{html.escape(where)}</td><td>{r.seconds * 1e3:.0f} ms</td></tr>"
+            f"<td>{_err(r.max_error)}{html.escape(where)}</td><td>{r.seconds * 1e3:.1f} ms</td></tr>"
         )
     passed = sum(r.status == "pass" for r in results)
     if compact and not rows:
