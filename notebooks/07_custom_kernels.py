@@ -55,6 +55,7 @@ PART_B = "default"  # native timings: "default", "quick" or "off"
 # %%
 # %matplotlib inline
 import matplotlib.pyplot as plt
+from IPython.display import display
 
 from tinytorch import milestone07 as m07
 from tinytorch import viz
@@ -171,7 +172,7 @@ plt.show()
 
 # %%
 heatmap = TileHeatmap(IMPL, seed=SEED, timeout=TIMEOUT)
-heatmap.widget
+display(heatmap.widget)
 
 # %% [markdown]
 # ## Part B: the same problems on native kernels
