@@ -44,6 +44,10 @@ def _run(args: argparse.Namespace) -> int:
         f"{result['verdict'] or 'NO VERDICT'}: {result['passed']}/{result['total']} cases, "
         f"run {result['status']}{where}, {result['seconds']:.1f} s, exit {code}"
     )
+    if result["verdict"] == "INCOMPLETE" and result["missing"]:
+        for line in result["missing"]:
+            print(f"  TODO       {line}")
+        return code
     for case in result["cases"]:
         if case.get("status") != "pass":
             print(
