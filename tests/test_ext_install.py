@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -26,7 +27,9 @@ def test_regular_install_imports_tinytorch_extensions_and_builds(tmp_path) -> No
     for name in ("tinytorch", "extensions"):
         shutil.copytree(ROOT / name, src / name, ignore=ignore)
     target = tmp_path / "site"
-    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q"]
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "-q"]
+    if importlib.util.find_spec("setuptools") and importlib.util.find_spec("wheel"):
+        pip.append("--no-build-isolation")  # offline; Python >= 3.12 venvs lack setuptools
     proc = subprocess.run(
         [*pip, "--target", str(target), str(src)],
         capture_output=True,
