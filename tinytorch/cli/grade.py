@@ -9,11 +9,11 @@ import argparse
 import ast
 import sys
 
-from tinytorch.grading.grade import USAGE, UsageError, grade
-
 
 def parse_param(text: str) -> tuple[str, object]:
     """NAME=VALUE, VALUE a Python literal (else taken as a string)."""
+    from tinytorch.grading.grade import UsageError
+
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
         raise UsageError(f"-p/--param: expected NAME=VALUE, got {text!r}")
@@ -24,6 +24,9 @@ def parse_param(text: str) -> tuple[str, object]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # Imported here: nbclient/nbformat cost ~1 s, which every other tito command should not pay.
+    from tinytorch.grading.grade import USAGE, UsageError, grade
+
     try:
         params = dict(parse_param(p) for p in args.param)
         code, result = grade(
