@@ -21,18 +21,7 @@ import time
 from typing import Any
 
 import numpy as np
-
-
-def _seconds(fn: Any, min_time: float = 0.002) -> float:
-    """Seconds per call, averaged over enough back-to-back calls to last >= min_time."""
-    fn()
-    calls, start = 0, time.perf_counter()
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / calls
+from tinytorch.extensions.benchmark import _per_call as _seconds
 
 
 def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
