@@ -15,9 +15,8 @@ the same load); medians and bests are printed too. Correctness is checked before
 
 Before each timed call the benchmark idles `--pause` seconds (default 0.15). After a
 multi-threaded call, OpenBLAS's and torch's worker threads keep spinning for up to ~0.1 s; a call
-that starts inside that window shares its cores with them. tiled_matmul runs its own threads with
-single-threaded BLAS, so right after np.matmul it loses a core to OpenBLAS's spinning helper
-(measured: ~2x slower back to back on 2 cores). `--pause 0` shows that back-to-back figure.
+that starts inside that window shares its cores with them, whichever of the two it is.
+`--pause 0` shows that back-to-back figure.
 """
 
 from __future__ import annotations

@@ -191,37 +191,3 @@ def test_concurrent_calls_from_several_threads():
         results = list(pool.map(lambda ab: tiled_matmul(ab[0], ab[1], 32), pairs))
     for c, (a, b) in zip(results, pairs, strict=True):
         assert_matches_reference(c, a, b)
-
-
-def test_blas_thread_setting_is_restored():
-    threadpoolctl = pytest.importorskip("threadpoolctl", reason="threadpoolctl is not installed")
-    before = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()]
-    a, b = random_pair(200, 200, 200)
-    tiled_matmul(a, b, 64)
-    after = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()]
-    assert after == before
-
-
-def _child_product(queue) -> None:
-    a, b = random_pair(200, 150, 180, seed=5)
-    queue.put(float(np.max(np.abs(tiled_matmul(a, b, 32).data - reference(a, b)))))
-
-
-def test_works_in_a_forked_child_after_use_in_the_parent():
-    """The worker pool is per process: a child forked after a threaded call must not hang."""
-    import multiprocessing
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        pytest.skip("this platform cannot fork")
-    a, b = random_pair(200, 150, 180)
-    tiled_matmul(a, b, 32)  # start the parent's pool
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_child_product, args=(queue,))
-    child.start()
-    child.join(timeout=60)
-    if child.is_alive():
-        child.kill()
-        pytest.fail("tiled_matmul hung in a forked child")
-    assert child.exitcode == 0
-    assert queue.get(timeout=5) < 1e-3

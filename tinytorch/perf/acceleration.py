@@ -14,14 +14,7 @@ those regions so that the student edition still rejects bad input with a clear e
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import itertools
 import math
-import os
-import threading
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 from typing import Any
 
@@ -51,53 +44,6 @@ def _as_float32(value: ArrayLike, name: str, where: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _cpu_count() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-_WORKERS = max(1, min(_cpu_count(), 8))  # threads that share the output tiles
-_PARALLEL_MIN_WORK = 64**3  # below this many multiply-adds, threads cost more than they save
-_PARALLEL_LOCK = threading.Lock()  # one parallel product at a time: the BLAS limit is global
-
-
-@functools.lru_cache(maxsize=1)
-def _executor() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="tiled_matmul")
-
-
-def _reset_after_fork() -> None:
-    """A forked child inherits the pool object but not its threads: start afresh there."""
-    global _PARALLEL_LOCK
-    _executor.cache_clear()
-    _PARALLEL_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-@functools.lru_cache(maxsize=1)
-def _blas_controller() -> Any:
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # optional: without it BLAS keeps its own threads
-        return None
-    return ThreadpoolController()
-
-
-@contextlib.contextmanager
-def _single_threaded_blas() -> Iterator[None]:
-    """Limit NumPy's BLAS to one thread inside the block (our threads provide the parallelism)."""
-    controller = _blas_controller()
-    if controller is None:
-        yield
-        return
-    with controller.limit(limits=1, user_api="blas"):
-        yield
-
-
 def _check_matmul(a: np.ndarray, b: np.ndarray, tile_size: object) -> int:
     where = "tiled_matmul"
     if a.ndim != 2:
@@ -119,75 +65,40 @@ def _check_matmul(a: np.ndarray, b: np.ndarray, tile_size: object) -> int:
     return int(tile_size)
 
 
-def _accumulate_tiles(
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray,
-    t: int,
-    tiles: list[tuple[int, int]],
-    next_tile: Iterator[int],
-) -> None:
-    """One worker: take output tiles from the shared counter until none is left; C tile = sum_k."""
-    ### BEGIN SOLUTION
-    # HINT: for each output tile, loop over k-tiles: np.matmul(A_tile, B_tile, out=buffer), C += buffer
-    k = a.shape[1]
-    partial = np.empty((min(t, c.shape[0]), min(t, c.shape[1])), dtype=np.float32)  # per worker
-    for index in next_tile:
-        if index >= len(tiles):
-            return
-        i0, j0 = tiles[index]
-        i1, j1 = min(i0 + t, c.shape[0]), min(j0 + t, c.shape[1])
-        c_tile = c[i0:i1, j0:j1]  # (<=T, <=T) view of C
-        buf = partial[: i1 - i0, : j1 - j0]
-        for k0 in range(0, k, t):
-            k1 = min(k0 + t, k)
-            a_tile = a[i0:i1, k0:k1]  # (<=T, <=T)
-            b_tile = b[k0:k1, j0:j1]  # (<=T, <=T)
-            if k0 == 0:
-                np.matmul(a_tile, b_tile, out=c_tile)  # the first k-tile writes C directly
-            else:
-                np.matmul(a_tile, b_tile, out=buf)
-                c_tile += buf
-    ### END SOLUTION
-
-
 def tiled_matmul(a: ArrayLike, b: ArrayLike, tile_size: int = 64) -> Tensor:
     """C[i, j] = sum_k A[i, k] B[k, j], one (tile x tile) block of C at a time.
 
     Blocked loop nest (T = tile_size; the last tile on each axis may be smaller):
 
-        for each output tile (i0, j0):                # independent: shared among workers
-            C[i0:i0+T, j0:j0+T]  = A[i0:i0+T, 0:T]  @ B[0:T,  j0:j0+T]
-            C[i0:i0+T, j0:j0+T] += A[i0:i0+T, T:2T] @ B[T:2T, j0:j0+T]   # ... every k-tile
+        for i0 in 0, T, 2T, ... < M:
+            for j0 in 0, T, 2T, ... < N:
+                C[i0:i0+T, j0:j0+T]  = A[i0:i0+T, 0:T]  @ B[0:T,  j0:j0+T]
+                C[i0:i0+T, j0:j0+T] += A[i0:i0+T, T:2T] @ B[T:2T, j0:j0+T]   # ... every k-tile
 
-    Each block product touches three T x T tiles, which stay in cache while they are reused T
-    times. Partial products go through one preallocated T x T buffer per worker (`out=`), so the
-    loop allocates nothing per tile. Output tiles do not depend on each other (a GPU runs one
-    program per output tile), so a few threads share them, each calling a single-threaded BLAS:
-    many small multi-threaded BLAS calls would each pay a thread barrier, and on a busy machine
-    a barrier waits for a descheduled thread.
+    Each block product touches three T x T tiles, which stay in cache while each element is
+    reused T times. Slicing past the end of an axis stops at the end, so the ragged last tile on
+    every axis is covered by the same code. Partial products go through one preallocated T x T
+    buffer (`out=`), so the loop allocates nothing per tile.
     """
     a_ = _as_float32(a, "a", "tiled_matmul")
     b_ = _as_float32(b, "b", "tiled_matmul")
     t = _check_matmul(a_, b_, tile_size)
     ### BEGIN SOLUTION
-    # HINT: C = np.zeros((M, N)); for each (i0, j0) output tile, accumulate its k-tile products
+    # HINT: C = np.zeros((M, N)); for each (i0, j0) output tile, for each k-tile:
+    # HINT: np.matmul(A_tile, B_tile, out=buffer), then C_tile += buffer
     m, k = a_.shape
     n = b_.shape[1]
     c = np.zeros((m, n), dtype=np.float32)  # (M, N); stays zero when K == 0
-    tiles = [(i0, j0) for i0 in range(0, m, t) for j0 in range(0, n, t)]
-    next_tile = itertools.count()  # shared work counter: next() is atomic under the GIL
-    workers = 1 if m * n * k < _PARALLEL_MIN_WORK else min(_WORKERS, len(tiles))
-    if workers == 1:
-        _accumulate_tiles(a_, b_, c, t, tiles, next_tile)
-        return Tensor(c)
-    with _PARALLEL_LOCK, _single_threaded_blas():
-        jobs = [
-            _executor().submit(_accumulate_tiles, a_, b_, c, t, tiles, next_tile)
-            for _ in range(workers)
-        ]
-        for job in jobs:
-            job.result()  # re-raises a worker's exception
+    partial = np.empty((min(t, m), min(t, n)), dtype=np.float32)  # (<=T, <=T), reused
+    for i0 in range(0, m, t):
+        for j0 in range(0, n, t):
+            c_tile = c[i0 : i0 + t, j0 : j0 + t]  # (<=T, <=T) view of C
+            buf = partial[: c_tile.shape[0], : c_tile.shape[1]]
+            for k0 in range(0, k, t):
+                a_tile = a_[i0 : i0 + t, k0 : k0 + t]  # (<=T, <=T)
+                b_tile = b_[k0 : k0 + t, j0 : j0 + t]  # (<=T, <=T)
+                np.matmul(a_tile, b_tile, out=buf)
+                c_tile += buf  # accumulate: the k-tiles sum into the same output tile
     return Tensor(c)
     ### END SOLUTION
 
@@ -248,19 +159,19 @@ def _pad(x: np.ndarray, p: int) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))) if p else x
 
 
-def _im2col_t(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """The transposed column matrix (C*kh*kw, N*oh*ow), C-contiguous; one gather pass."""
+def _patches(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """Every receptive field, as a C-contiguous (N, C*kh*kw, oh*ow) array; one gather pass."""
     ### BEGIN SOLUTION
     # HINT: sliding_window_view of the padded input, step by stride, then reorder the axes
     xp = _pad(x, g.padding)  # (N, C, Hp, Wp)
     win = np.lib.stride_tricks.sliding_window_view(xp, (g.kh, g.kw), axis=(2, 3))
     s = g.stride
     win = win[:, :, : s * (g.oh - 1) + 1 : s, : s * (g.ow - 1) + 1 : s]  # (N, C, oh, ow, kh, kw)
-    cols_t = np.empty((g.c, g.kh, g.kw, g.n, g.oh, g.ow), dtype=np.float32)
-    # Reading each window row-by-row into a buffer whose fastest axis is ow keeps the copy's
-    # inner loop long (ow) on both sides instead of kw (often 3).
-    np.copyto(cols_t, win.transpose(1, 4, 5, 0, 2, 3))
-    return cols_t.reshape(g.c * g.kh * g.kw, g.n * g.oh * g.ow)
+    patches = np.empty((g.n, g.c, g.kh, g.kw, g.oh, g.ow), dtype=np.float32)
+    # The buffer's fastest axis is ow, so the copy's inner loop is long (ow) on both sides
+    # instead of kw (often 3).
+    np.copyto(patches, win.transpose(0, 1, 4, 5, 2, 3))
+    return patches.reshape(g.n, g.c * g.kh * g.kw, g.oh * g.ow)
     ### END SOLUTION
 
 
@@ -274,28 +185,27 @@ def im2col(
 
     Returns (N*oh*ow, C*kh*kw): one row per output position (image, out row, out col), one column
     per (channel, kernel row, kernel col), so `cols @ weight.reshape(O, -1).T` is the convolution.
-    The matrix is returned as the transpose of a C-contiguous (C*kh*kw, N*oh*ow) array, because
-    the gather then writes whole output rows at once; its shape and values do not depend on this.
     """
     xs = _as_float32(x, "x", "im2col")
     g = conv_geometry(xs.shape, kernel_size, stride, padding, where="im2col")
-    return Tensor(_im2col_t(xs, g).T)
+    patches = _patches(xs, g)  # (N, C*kh*kw, oh*ow)
+    return Tensor(patches.transpose(0, 2, 1).reshape(g.n * g.oh * g.ow, -1))
 
 
-def _col2im_t(cols_t: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """The adjoint of `_im2col_t`: (C*kh*kw, N*oh*ow) -> (N, C, H, W), overlaps summed."""
+def _fold(patches: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """The adjoint of `_patches`: (N, C*kh*kw, oh*ow) -> (N, C, H, W), overlaps summed."""
     ### BEGIN SOLUTION
     # HINT: for each kernel offset (p, q), += its (N, C, oh, ow) slab into a strided window of a
     # zero padded image, then crop the padding
     pad, s = g.padding, g.stride
-    c6 = cols_t.reshape(g.c, g.kh, g.kw, g.n, g.oh, g.ow)  # a view for any 2-D layout
+    p6 = patches.reshape(g.n, g.c, g.kh, g.kw, g.oh, g.ow)  # a view for any layout of the rows
     xp = np.zeros((g.n, g.c, g.h + 2 * pad, g.w + 2 * pad), dtype=np.float32)  # (N, C, Hp, Wp)
     for p in range(g.kh):
         for q in range(g.kw):
             # One kernel offset hits each pixel at most once, so a sliced += is a correct
             # scatter-add; overlaps between offsets accumulate across iterations.
             window = xp[:, :, p : p + s * (g.oh - 1) + 1 : s, q : q + s * (g.ow - 1) + 1 : s]
-            window += c6[:, p, q].transpose(1, 0, 2, 3)  # (N, C, oh, ow)
+            window += p6[:, :, p, q]  # (N, C, oh, ow)
     return np.ascontiguousarray(xp[:, :, pad : pad + g.h, pad : pad + g.w])
     ### END SOLUTION
 
@@ -333,7 +243,8 @@ def col2im(
             f"{tuple(x_shape)}, kernel {g.kh}x{g.kw}, stride {g.stride}, padding {g.padding}; "
             f"got {cs.shape}"
         )
-    return Tensor(_col2im_t(cs.T, g))
+    patches = cs.reshape(g.n, g.oh * g.ow, g.c * g.kh * g.kw).transpose(0, 2, 1)
+    return Tensor(_fold(patches, g))  # patches: (N, C*kh*kw, oh*ow)
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,7 +253,8 @@ def col2im(
 
 
 class Im2colConv2dFunction(Function):
-    """out = W2 @ cols_t (+ bias); backward: dW2 = g @ cols_t^T, dx = col2im(W2^T @ g)."""
+    """out[n] = W2 @ patches[n] (+ bias); backward: dW2 = sum_n g[n] @ patches[n]^T,
+    dx = col2im(W2^T @ g[n]). W2 = weight.reshape(O, C*kh*kw)."""
 
     def forward(
         self,
@@ -353,31 +265,32 @@ class Im2colConv2dFunction(Function):
         geom: ConvGeometry,
     ) -> np.ndarray:
         ### BEGIN SOLUTION
-        # HINT: cols = im2col(x); out = weight.reshape(O, -1) @ cols^T, reshaped to (N, O, oh, ow)
+        # HINT: cols = im2col(x); out = cols @ weight.reshape(O, -1).T, reshaped to (N, O, oh, ow)
         g = geom
         o = weight.shape[0]
-        cols_t = _im2col_t(x, g)  # (C*kh*kw, N*oh*ow)
+        patches = _patches(x, g)  # (N, C*kh*kw, oh*ow): im2col, one image at a time
         w2 = weight.reshape(o, -1)  # (O, C*kh*kw)
-        out_t = np.matmul(w2, cols_t)  # (O, N*oh*ow)
-        out = np.empty((g.n, o, g.oh, g.ow), dtype=np.float32)  # (N, O, oh, ow)
-        src = out_t.reshape(o, g.n, g.oh, g.ow).transpose(1, 0, 2, 3)
-        if bias is None:
-            np.copyto(out, src)
-        else:
-            np.add(src, bias.reshape(1, o, 1, 1), out=out)  # reorder and add bias in one pass
-        self.save_for_backward(cols_t, w2, g, weight.shape)
-        return out
+        out = np.empty((g.n, o, g.oh * g.ow), dtype=np.float32)  # (N, O, oh*ow)
+        # One GEMM per image writes (O, oh*ow) straight into NCHW order: no reorder pass after.
+        np.matmul(w2, patches, out=out)
+        if bias is not None:
+            out += bias.reshape(1, o, 1)
+        self.save_for_backward(patches, w2, g, weight.shape)
+        return out.reshape(g.n, o, g.oh, g.ow)
         ### END SOLUTION
 
     def backward(self, grad_output: np.ndarray) -> tuple[np.ndarray | None, ...]:
         ### BEGIN SOLUTION
-        # HINT: reorder grad to (O, N*oh*ow); dW = g @ cols, dcols = W^T @ g -> col2im, db = sum
-        cols_t, w2, g, w_shape = self.saved
+        # HINT: dW = grad @ cols (summed over images), dcols = grad^T @ W -> col2im, db = sum
+        patches, w2, g, w_shape = self.saved
         o = w2.shape[0]
-        g2 = grad_output.transpose(1, 0, 2, 3).reshape(o, -1)  # (O, N*oh*ow)
+        g3 = grad_output.reshape(g.n, o, g.oh * g.ow)  # (N, O, oh*ow)
         x_in, w_in = self.inputs[0], self.inputs[1]
-        gx = _col2im_t(np.matmul(w2.T, g2), g) if x_in.requires_grad else None  # (N, C, H, W)
-        gw = np.matmul(g2, cols_t.T).reshape(w_shape) if w_in.requires_grad else None
+        gx = _fold(np.matmul(w2.T, g3), g) if x_in.requires_grad else None  # (N, C, H, W)
+        gw = None
+        if w_in.requires_grad:
+            # (N, O, P) @ (N, P, C*kh*kw), then the sum over images
+            gw = np.matmul(g3, patches.transpose(0, 2, 1)).sum(axis=0).reshape(w_shape)
         grads: tuple[np.ndarray | None, ...] = (gx, gw)
         if len(self.inputs) == 3:
             grads += (grad_output.sum(axis=(0, 2, 3)),)  # (O,)
