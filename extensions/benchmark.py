@@ -50,21 +50,26 @@ def numpy_bias_gelu(
     return np.divide(y, t, out=y)  # y * sigmoid(2u)
 
 
-def _per_call(fn: Callable[[], Any], min_time: float = 0.002) -> float:
-    """Seconds per call, averaged over enough back-to-back calls to last >= min_time.
+def _per_call(fn: Callable[[], Any], min_time: float = 0.002, min_calls: int = 5) -> float:
+    """Seconds per call: the median of calls timed one by one, >= min_calls of them and >= min_time.
 
-    One untimed call first: on this VM the first 2-thread call after an idle pause sometimes
-    took ~10 ms instead of 0.2 (the idle vCPU has to be woken through the hypervisor), which
-    turned single-sample 2-thread figures into 3 GFLOP/s.
+    One untimed call first, and the median rather than the mean: on this VM a 2-thread call
+    after an idle pause (the settle sleeps below) sometimes stalls ~4-10 ms while the idle vCPU
+    is woken through the hypervisor. Averaged into a 2 ms batch of 0.07 ms bias+GELU calls, one
+    such stall turned 60 GB/s into 1 GB/s, and alone it already outlasts min_time, so a batch of
+    fast calls also needs min_calls calls for its median to ignore the stall.
     """
     fn()
-    calls, start = 0, time.perf_counter()
+    samples: list[float] = []
+    began = time.perf_counter()
     while True:
+        elapsed = time.perf_counter() - began
+        if elapsed >= min_time and (len(samples) >= min_calls or elapsed >= 10 * min_time):
+            break  # a slow kernel (one call > 10 * min_time) needs no more than one sample
+        start = time.perf_counter()
         fn()
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / calls
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
 
 
 # After a multi-threaded call OpenBLAS keeps its worker thread spinning for ~0.1-0.2 s (its
