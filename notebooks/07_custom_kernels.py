@@ -186,7 +186,7 @@ display(heatmap.widget)
 # %%
 native = viz.native.native_status()
 print(viz.native.native_status_text(native))
-part_b = None if PART_B == "off" else m07.run_part_b(IMPL, sizes=PART_B)
+part_b = None if PART_B == "off" else m07.run_part_b(IMPL, sizes=PART_B, part_a=part_a)
 if part_b is not None:
     print(m07.render_part_b(part_b))
     ceilings = viz.measure_ceilings()

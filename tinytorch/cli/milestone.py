@@ -51,8 +51,7 @@ def run_milestone(
     b = None
     if part_b:
         print("\nPart B: timing (context only, a few seconds)...", file=out, flush=True)
-        hung = {c.group for c in a.cases if c.status in ("timeout", "crash", "incomplete")}
-        b = run_part_b(impl, sizes=sizes, timeout=max(30.0, 6 * timeout), skip_student=hung)
+        b = run_part_b(impl, sizes=sizes, part_a=a)
         print(render_part_b(b), file=out, flush=True)
     if json_path:
         from tinytorch.cli.info import environment

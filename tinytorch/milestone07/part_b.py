@@ -16,7 +16,7 @@ from collections.abc import Collection
 from typing import Any
 
 from tinytorch.milestone07.impl import DEFAULT_IMPL
-from tinytorch.milestone07.results import BenchRow, PartBResult
+from tinytorch.milestone07.results import BenchRow, PartAResult, PartBResult
 from tinytorch.milestone07.sandbox import Sandbox
 
 TASKS = "tinytorch.milestone07.bench_tasks"
@@ -100,11 +100,17 @@ def run_part_b(
     sizes: str = "default",
     timeout: float = 60.0,
     skip_student: Collection[str] = (),
+    part_a: PartAResult | None = None,
 ) -> PartBResult:
     """Time every backend on the GEMM and bias+GELU problems; unavailable backends say why.
 
-    skip_student: student functions not to time (e.g. those that hung or crashed in Part A).
+    skip_student: student functions not to time. part_a: the gate's result for this impl; the
+    functions that hung, crashed or are unwritten there are skipped, and the per-task timeout
+    scales with the gate's per-case one (a student kernel may be slow, but not unboundedly).
     """
+    if part_a is not None:
+        skip_student = set(skip_student) | part_a.stalled()
+        timeout = max(30.0, 6 * part_a.timeout)
     if sizes not in SIZES:
         raise ValueError(f"run_part_b: sizes must be one of {sorted(SIZES)}, got {sizes!r}")
     start = time.perf_counter()

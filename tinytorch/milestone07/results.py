@@ -61,6 +61,10 @@ class PartAResult:
     def failing_checks(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status not in ("pass", "not_observed")]
 
+    def stalled(self) -> set[str]:
+        """Groups with a case that hung, crashed or is unwritten: Part B does not time them."""
+        return {c.group for c in self.cases if c.status in ("timeout", "crash", "incomplete")}
+
     def blamed(self) -> set[str]:
         """Every student function some failing case or check points at."""
         return {f for r in [*self.failing(), *self.failing_checks()] for f in r.blame}
