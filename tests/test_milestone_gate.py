@@ -15,6 +15,7 @@ from tinytorch.milestone07 import (
     check_matmul_grid,
     compare,
     run_part_a,
+    run_part_b,
     select_cases,
 )
 
@@ -125,6 +126,16 @@ def test_a_module_that_fails_to_import_is_named(tmp_path: Path) -> None:
     assert all("SyntaxError" in c.detail for c in result.cases)
 
 
+def test_a_student_file_whose_own_import_fails_is_an_import_error_not_missing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "needs_dep.py"
+    path.write_text("import no_such_dependency_xyz\n" + BASE.read_text())
+    result = run_part_a(str(path), checks=False)
+    assert result.verdict == "NOT_PASSED"
+    assert all("no_such_dependency_xyz" in c.detail for c in result.cases)
+
+
 # ---- untrusted code ------------------------------------------------------------------------------
 def test_a_hang_times_out_with_a_named_result(tmp_path: Path) -> None:
     impl = _module(tmp_path, "hangs", "\ndef fused_gelu(x):\n    while True:\n        pass\n")
@@ -134,6 +145,18 @@ def test_a_hang_times_out_with_a_named_result(tmp_path: Path) -> None:
     assert "no result within 0.5 s" in gelu[0].detail or "timeout" in gelu[0].detail
     assert all(c.status == "pass" for c in result.cases if c.group != "fused_gelu")
     assert result.verdict == "NOT_PASSED" and result.blamed() == {"fused_gelu"}
+
+
+def test_part_b_does_not_time_a_function_that_hung_in_part_a(tmp_path: Path) -> None:
+    """The notebook and the CLI hand Part A's result to Part B, which then skips the hung kernel."""
+    impl = _module(tmp_path, "hangs_b", "\ndef fused_gelu(x):\n    while True:\n        pass\n")
+    part_a = run_part_a(impl, timeout=0.5, cases=["fused_gelu/zeros"], checks=False)
+    assert part_a.stalled() == {"fused_gelu"}
+    part_b = run_part_b(impl, sizes="quick", part_a=part_a)
+    student = {r.kind: r for r in part_b.rows if r.backend == "student"}
+    assert student["bias_gelu"].status == "unavailable"
+    assert "did not finish in Part A" in student["bias_gelu"].detail
+    assert student["gemm"].status == "ok"  # tiled_matmul still timed
 
 
 def test_a_shape_dependent_hang_still_runs_the_other_cases(tmp_path: Path) -> None:

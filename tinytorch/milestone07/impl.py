@@ -52,8 +52,14 @@ def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
     try:
         module = import_impl(impl)
     except ModuleNotFoundError as exc:
-        missing = exc.name or ""  # the impl itself (or its package) is absent, not a dependency
-        if is_path(impl) or missing and (impl == missing or impl.startswith(missing + ".")):
+        # Not found only when the impl itself (its file, or it or its package) is absent; a
+        # ModuleNotFoundError for anything else is the student's own import failing.
+        missing = exc.name or ""
+        if is_path(impl):
+            own = missing == describe(impl)
+        else:
+            own = bool(missing) and (impl == missing or impl.startswith(missing + "."))
+        if own:
             info.update(status="not_found", error=f"{exc}")
         else:
             info.update(status="import_error", error=_format(exc))
