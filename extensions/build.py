@@ -50,7 +50,10 @@ class BuildResult:
     compiler: list[str] = field(default_factory=list)
     compiler_version: str = ""
     flags: list[str] = field(default_factory=list)
-    cpu_features: list[str] = field(default_factory=list)
+    cpu_features: list[str] = field(default_factory=list)  # the ISA features that pick a code path
+    machine_key: str = (
+        ""  # hash of compiler, machine and EVERY CPU feature (-march=native sees all)
+    )
     openmp: bool = False
     openmp_reason: str = ""
     cached: bool = False
@@ -178,10 +181,10 @@ def configure(cxx: list[str], workdir: Path, directory: Path | None = None) -> B
     res = BuildResult(compiler=list(cxx), compiler_version=compiler_version(cxx))
     feats = cpu_features()
     res.cpu_features = sorted(f for f in feats if f in ("avx2", "fma", "avx512f", "neon", "asimd"))
-    probe_key = hashlib.sha256(
+    res.machine_key = hashlib.sha256(
         "\0".join([*cxx, res.compiler_version, platform.machine(), *sorted(feats)]).encode()
     ).hexdigest()[:20]
-    probe_file = directory / f"probe_{probe_key}.json" if directory is not None else None
+    probe_file = directory / f"probe_{res.machine_key}.json" if directory is not None else None
     if probe_file is not None and probe_file.is_file():
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             saved = json.loads(probe_file.read_text())
@@ -221,7 +224,7 @@ def _cache_key(source: bytes, res: BuildResult) -> str:
         res.compiler_version.encode(),
         " ".join(res.flags).encode(),
         platform.machine().encode(),
-        " ".join(res.cpu_features).encode(),
+        res.machine_key.encode(),  # two CPUs that differ in any feature get two libraries
     ):
         h.update(part)
         h.update(b"\0")

@@ -91,6 +91,19 @@ def test_isa_flags_only_when_the_cpu_has_them(tmp_path, monkeypatch) -> None:
     assert not any(f.startswith(("-mavx", "-mfma", "-march")) for f in res.flags)
 
 
+def test_cpus_that_differ_in_any_feature_get_different_libraries(tmp_path, monkeypatch) -> None:
+    """-march=native uses every feature, so a shared cache must not hand an AVX-512BW build to a
+    CPU without AVX-512BW (an illegal instruction), even though both report avx2/fma/avx512f."""
+    monkeypatch.setattr(build, "_compile", lambda *args, **kwargs: (True, ""))  # no compiler run
+    base = {"avx2", "fma", "avx512f"}
+    keys = []
+    for extra in (set(), {"avx512bw"}):
+        monkeypatch.setattr(build, "cpu_features", lambda extra=extra: base | extra)
+        res = build.configure(["c++"], tmp_path)
+        keys.append(build._cache_key(b"source", res))
+    assert keys[0] != keys[1]
+
+
 @needs_cxx
 def test_a_corrupt_cached_library_is_rebuilt(tmp_path) -> None:
     # Built by another process: dlopen() of a path this process already loaded would return the
