@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import nbformat
 
 from tinytorch.grading.collect import collect
 from tinytorch.grading.execute import execute, inject_parameters
+from tinytorch.milestone07.impl import is_path
 
 SCHEMA_VERSION = 1
 NOTEBOOK_NAME = Path("notebooks") / "07_custom_kernels.ipynb"
@@ -40,7 +40,7 @@ class UsageError(ValueError):
 
 def resolve_impl(impl: str, base: Path) -> str:
     """A module name stays as is; a path (contains a separator or ends in .py) becomes absolute."""
-    if impl.endswith(".py") or os.sep in impl or "/" in impl:
+    if is_path(impl):
         path = (base / impl).resolve()
         if not path.is_file():
             raise UsageError(f"--impl: no such file {impl!r} (resolved to {path})")

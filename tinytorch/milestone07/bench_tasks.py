@@ -110,7 +110,7 @@ def student_gemm(module: Any, *, n: int, repeats: int, tile_size: int = 64) -> d
     return res
 
 
-def student_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict:
+def student_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict:
     from tinytorch.core.tensor import Tensor
 
     if module is None or not callable(getattr(module, "fused_gelu", None)):

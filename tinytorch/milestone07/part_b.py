@@ -132,7 +132,6 @@ def run_part_b(
                         replies[(backend, problem)] = _skipped(STUDENT_FN[kind])
                         continue
                     task = f"{prefix}_gemm" if kind == "gemm" else f"{prefix}_bias_gelu"
-                    task = "student_gelu" if task == "student_bias_gelu" else task
                     replies[(backend, problem)] = _task(box, task, timeout, **kwargs)
         finally:
             box.close()
