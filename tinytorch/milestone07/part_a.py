@@ -79,9 +79,7 @@ def verdict_of(cases: list[CaseResult], checks: list[CheckResult], missing: list
     """INCOMPLETE if anything is unwritten; PASS only if every case and every check holds."""
     if missing:
         return "INCOMPLETE"
-    if all(c.status == "pass" for c in cases) and all(
-        c.status in ("pass", "not_observed") for c in checks
-    ):
+    if all(c.status == "pass" for c in cases) and all(c.ok for c in checks):
         return "PASS"
     return "NOT_PASSED"
 
