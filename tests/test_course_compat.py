@@ -158,3 +158,12 @@ def test_a_backward_stub_makes_the_run_incomplete_and_is_named(stub, tmp_path) -
     assert [m.split("(")[0] for m in result.missing] == ["Im2colConv2dFunction.backward"]
     assert result.passed() == 30  # the forward is written: every case still runs and passes
     assert {c.name: c.status for c in result.checks}["backward"] == "incomplete"
+
+
+def test_direct_apply_with_mismatched_shapes_names_them() -> None:
+    from tinytorch.perf.acceleration import Im2colConv2dFunction
+
+    with pytest.raises(ValueError, match=r"Im2colConv2dFunction: x \(1, 2, 4, 4\), weight"):
+        Im2colConv2dFunction.apply(np.ones((1, 2, 4, 4)), np.ones((1, 3, 2, 2)), None)
+    with pytest.raises(ValueError, match="stride"):
+        Im2colConv2dFunction.apply(np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2)), None, stride=0)

@@ -4,7 +4,8 @@ The 30 gate cases grade the forward pass only. This check asks the sandbox to ru
 `im2col_conv2d(x, weight, bias, ...)` on Tensors that require grad and then `out.backward(g)`
 (the "grad" request), and compares the three gradients with float64 references on geometries that
 catch the usual bugs: stride 2 with padding (overlaps and the crop), a non-square input (square
-kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels no window covers).
+kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels that no
+window covers).
 """
 
 from __future__ import annotations
