@@ -6,7 +6,11 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
 - pdeathsig: the child (and the `unshare` wrapper) die with SIGKILL when the grader dies (Linux).
 - namespaces: `unshare --pid --fork --net --mount-proc` (as root) or with `--user --map-root-user`
   (unprivileged user namespaces): nothing outlives pid 1 of the namespace, and there is no network.
-  Refused (e.g. a container without CAP_SYS_ADMIN): off, and the tree kill below does the work.
+  Refused (e.g. a container without CAP_SYS_ADMIN) or TINYTORCH_SANDBOX_NAMESPACES=0: off, and the
+  tree kill below does the work.
+- mounts: where Python lives under a folder others cannot enter (e.g. /root/.pyenv), the child's
+  own mount namespace covers that folder with a tmpfs exposing only what it needs; without a
+  mount namespace the uid drop is then skipped (reported).
 - uid: as root, the child drops to an unprivileged uid/gid (default 65534, `nobody`;
   TINYTORCH_SANDBOX_UID / TINYTORCH_SANDBOX_GID) before it imports the student's module, with
   no_new_privs; as a normal user it keeps its uid (off, "not root").
@@ -37,6 +41,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 TOKEN_VAR = "TINYTORCH_SANDBOX_TOKEN"
+NAMESPACES_VAR = "TINYTORCH_SANDBOX_NAMESPACES"  # "0": do not try unshare (tests, odd hosts)
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
 KEEP_PREFIXES = ("LC_", "OMP_", "OPENBLAS_", "MKL_", "GOTO_", "TINYTORCH_", "KMP_")
 MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # sibling .py files copied next to a submission
@@ -86,6 +91,9 @@ def namespace_prefix() -> tuple[list[str], str]:
     """(command prefix, why) for new pid + net namespaces; ([], why not) where refused."""
     global _NAMESPACES
     if _NAMESPACES is not None:
+        return _NAMESPACES
+    if os.environ.get(NAMESPACES_VAR, "1") == "0":
+        _NAMESPACES = [], f"turned off ({NAMESPACES_VAR}=0)"
         return _NAMESPACES
     unshare = shutil.which("unshare")
     if not LINUX or unshare is None:
