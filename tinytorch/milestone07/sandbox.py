@@ -636,6 +636,8 @@ class Sandbox:
                 data = data[os.write(self._req_fd, data[: 1 << 20]) :]
             except BlockingIOError:
                 continue
+            except OSError:  # the child is gone (EPIPE)
+                return False
         return True
 
     def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
