@@ -283,3 +283,21 @@ def test_an_unprivileged_grader_still_contains_the_child(shared: Path, namespace
     got = _as_nobody(shared, str(impl), namespaces)
     assert got == {"verdict": "PASS", "statuses": ["pass", "pass"]}
     assert _pgrep(mark) == []
+
+
+def test_the_torch_worker_speaks_the_sandbox_protocol() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    from tinytorch.extensions.torch_worker import TorchWorker
+
+    worker = TorchWorker(timeout=120)
+    try:
+        assert worker.ok and worker.version, worker.reason
+        assert worker.box.isolation["session"]["active"]  # one child mechanism: the sandbox
+        assert worker.time({"op": "gemm", "n": 32, "threads": 1}) > 0
+        assert worker.ask({"op": "nope"}) == {"error": "unknown op 'nope'"}
+    finally:
+        worker.close()
+    assert not worker.ok

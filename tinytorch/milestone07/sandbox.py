@@ -493,8 +493,8 @@ class Sandbox:
 
     impl: a module name or .py path (None: no student code, for our own Part B tasks).
     env: extra environment variables for the child. grading: refuse the reference's imports.
-    limits: ChildLimits (default: 2 GiB address space etc.; no address-space cap when impl is
-    None, e.g. torch). user: (uid, gid) to drop to as root (default TINYTORCH_SANDBOX_UID or 65534).
+    limits: ChildLimits (default: 2 GiB address space etc.; no address-space or CPU cap when
+    impl is None, e.g. torch). user: (uid, gid) to drop to as root (default TINYTORCH_SANDBOX_UID or 65534).
     """
 
     def __init__(
@@ -512,7 +512,7 @@ class Sandbox:
         self.env = env or {}
         self.grading = bool(grading)
         if limits is None:
-            limits = ChildLimits() if impl is not None else ChildLimits(memory_bytes=None)
+            limits = ChildLimits() if impl is not None else ChildLimits(None, None)
         self.limits = limits
         # Our own tasks (impl None: baselines, torch) keep the grader's uid, HOME and caches.
         self.ids = user if user is not None else contain.sandbox_ids() if impl else None
