@@ -308,6 +308,8 @@ def worker_main(cfg: dict[str, Any]) -> None:
         os._exit(1)
     os.chdir(cfg["work"])
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+    if cfg.get("caller_dir"):  # a module name may live in the caller's folder (after the drop)
+        sys.path.append(cfg["caller_dir"])
     guard = audit.Guard()  # bound before the student's module runs
     child = _Child(None, "", guard, None)
     if cfg.get("grading"):
@@ -560,6 +562,7 @@ class Sandbox:
             "impl": impl, "req_fd": req_r, "rep_fd": rep_w, "ids": list(ids) if ids else None,
             "work": work, "limits": asdict(self.limits), "grading": self.grading,
             "pkg": str(_HERE), "ns": bool(prefix), "needed": contain.needed_paths(str(_HERE)),
+            "caller_dir": os.getcwd() if impl and copied is None else None,
         }  # fmt: skip
         pdeath = contain.pdeath_prefix()
         cmd = [*pdeath, *prefix, sys.executable, "-c", _BOOT, json.dumps(cfg)]
