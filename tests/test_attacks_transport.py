@@ -133,11 +133,11 @@ def test_reduce_payload_appended_to_the_audit_records(tmp_path: Path, drop: Path
 
 FORGE = """
 import os as _os, stat as _stat
-def _pipes():
-    for fd in range(3, 64):
+def _pipes():  # every pipe this process holds, found through /proc/self/fd
+    for name in _os.listdir("/proc/self/fd"):
         try:
-            if _stat.S_ISFIFO(_os.fstat(fd).st_mode):
-                yield fd
+            if int(name) > 2 and _stat.S_ISFIFO(_os.fstat(int(name)).st_mode):
+                yield int(name)
         except OSError:
             pass
 _ok_gelu = fused_gelu
@@ -341,3 +341,26 @@ def test_mutation_hidden_by_patching_array_equal(tmp_path: Path) -> None:
     run = grade(tmp_path, body)
     assert (run.code, run.verdict) == (1, "NOT_PASSED")
     assert _check(run, "inputs not mutated")["status"] == "fail"
+
+
+def test_output_floods_are_discarded(tmp_path: Path) -> None:
+    body = (
+        "\nimport os as _os, sys as _sys\n_chunk = b'x' * (1 << 20)\n"
+        "for _i in range(100):\n    _os.write(1, _chunk)\n    _os.write(2, _chunk)\n"
+        "print('y' * (50 << 20))\nprint('z' * (50 << 20), file=_sys.stderr)\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (0, "PASS")
+    _bounded(run)
+
+
+def test_the_child_never_loads_the_references_or_the_grader(tmp_path: Path) -> None:
+    body = (
+        "\nimport sys as _sys\n_g = fused_gelu\n"
+        "def fused_gelu(x):\n"
+        "    leaked = [m for m in ('tinytorch.milestone07.references', 'tinytorch.milestone07.part_a',\n"
+        "              'tinytorch.perf.acceleration') if m in _sys.modules]\n"
+        "    return _g(x) if not leaked else Tensor(np.full(x.shape, len(leaked), np.float32))\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (0, "PASS")

@@ -54,7 +54,7 @@ class ChildLimits:
     memory_bytes: int | None = 2 << 30  # RLIMIT_AS
     cpu_seconds: int | None = 900  # RLIMIT_CPU, over the child's whole life
     file_bytes: int | None = 64 << 20  # RLIMIT_FSIZE
-    processes: int | None = 256  # RLIMIT_NPROC, added to the uid's current count as non-root
+    processes: int | None = 256  # RLIMIT_NPROC beyond the uid's current count (+4 per CPU)
 
 
 def _libc() -> Any:
@@ -287,8 +287,8 @@ def set_limits(limits: ChildLimits, uid: int | None) -> dict[str, Any]:
     cap("cpu_seconds", resource.RLIMIT_CPU, limits.cpu_seconds)
     cap("file_bytes", resource.RLIMIT_FSIZE, limits.file_bytes)
     procs = limits.processes
-    if procs is not None and LINUX and uid is None:  # per real uid: leave the user's own room
-        procs += _count_processes(os.getuid())
+    if procs is not None and LINUX:  # counted per real uid: room beyond what that uid runs now
+        procs += _count_processes(os.getuid() if uid is None else uid) + 4 * (os.cpu_count() or 1)
     if hasattr(resource, "RLIMIT_NPROC"):
         cap("processes", resource.RLIMIT_NPROC, procs)
     return done
