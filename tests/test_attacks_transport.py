@@ -364,3 +364,14 @@ def test_the_child_never_loads_the_references_or_the_grader(tmp_path: Path) -> N
     )
     run = grade(tmp_path, body)
     assert (run.code, run.verdict) == (0, "PASS")
+
+
+def test_a_product_the_audit_cannot_see_is_not_observed_with_a_lesson(tmp_path: Path) -> None:
+    body = (
+        "\ndef tiled_matmul(a, b, tile_size=64):\n"
+        "    return Tensor(_arr(a).view(np.ndarray) @ _arr(b).view(np.ndarray))\n"
+    )
+    run = grade(tmp_path, body)
+    audit = _check(run, "tiling audit")
+    assert audit["status"] == "not_observed" and audit["blame"] == ["tiled_matmul"]
+    assert "np.matmul" in audit["lesson"]  # the verdict rule for not_observed is CheckResult.ok's

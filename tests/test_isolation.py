@@ -301,3 +301,40 @@ def test_the_torch_worker_speaks_the_sandbox_protocol() -> None:
     finally:
         worker.close()
     assert not worker.ok
+
+
+GRADER = """
+import sys, time
+from tinytorch.milestone07.sandbox import Sandbox
+box = Sandbox(sys.argv[1])
+print(box.start()["status"], box.isolation["namespaces"]["active"], flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_killed_grader_takes_the_whole_child_tree_with_it(tmp_path: Path) -> None:
+    mark = f"PDEATH-{uuid.uuid4().hex}"
+    body = PROBE + textwrap.dedent(f"""
+    import subprocess
+    for _ in range(5):
+        subprocess.Popen(["/bin/sh", "-c", "sleep 300; : {mark}"], start_new_session=True)
+    """)
+    grader = subprocess.Popen(
+        [sys.executable, "-c", GRADER, _write(tmp_path, "spawner", body)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    status, in_namespace = grader.stdout.readline().split()
+    if in_namespace != "True":
+        grader.kill()
+        grader.wait()
+        pytest.skip(
+            "no pid namespace here: orphans that left the session outlive a SIGKILLed grader"
+        )
+    assert status == "ok" and _wait_for(mark, 5) >= 5
+    grader.kill()  # SIGKILL: no cleanup code runs in the grader
+    grader.wait()
+    for _ in range(100):
+        if not _pgrep(mark):
+            break
+        time.sleep(0.05)
+    assert _pgrep(mark) == []
