@@ -159,3 +159,43 @@ def test_deeply_nested_header_is_a_protocol_error() -> None:
     data = wire.PREFIX.pack(wire.MAGIC, len(head), 0) + head
     with pytest.raises(wire.ProtocolError):
         wire.read_frame(_reader(data), wire.Limits(header=1 << 21), None)
+
+
+def test_fd_reader_times_out_and_sees_the_end() -> None:
+    import os
+    import time
+
+    r, w = os.pipe()
+    reader = wire.FdReader(r)
+    reader.deadline = time.monotonic() + 0.2
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        reader.read_exact(4)
+    assert 0.15 < time.monotonic() - start < 2.0
+    os.write(w, b"ab")
+    os.close(w)
+    reader.deadline = time.monotonic() + 5
+    with pytest.raises(EOFError):
+        reader.read_exact(4)  # two bytes, then the writer is gone
+    os.close(r)
+
+
+def test_a_frame_split_across_many_writes_is_read_whole() -> None:
+    import os
+    import threading
+    import time
+
+    frame = wire.encode(5, {"status": "ok", "output": np.arange(100_000, dtype=np.float32)})
+    r, w = os.pipe()
+
+    def trickle() -> None:
+        for i in range(0, len(frame), 7919):
+            os.write(w, frame[i : i + 7919])
+        os.close(w)
+
+    threading.Thread(target=trickle).start()
+    reader = wire.FdReader(r)
+    reader.deadline = time.monotonic() + 30
+    got_id, msg = wire.read_frame(reader.read_exact, BIG)
+    os.close(r)
+    assert got_id == 5 and msg["output"][-1] == 99_999
