@@ -230,8 +230,11 @@ def test_memory_limit_is_configurable(tmp_path: Path) -> None:
 
 
 def test_bad_limits_argument_is_named() -> None:
-    with pytest.raises(TypeError, match="limits must be a ChildLimits"):
-        Sandbox(None, limits={"memory_bytes": 1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limits must be a ChildLimits or a dict, got int"):
+        Sandbox(None, limits=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limits keys must be among"):
+        Sandbox(None, limits={"memory": 1})
+    assert Sandbox(None, limits={"memory_bytes": 1 << 30}).limits.memory_bytes == 1 << 30
 
 
 # ---- the grader itself under an unprivileged uid ------------------------------------------------

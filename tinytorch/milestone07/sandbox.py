@@ -225,11 +225,20 @@ class Sandbox:
         env: dict[str, str] | None = None,
         *,
         grading: bool = False,
-        limits: ChildLimits | None = None,
+        limits: ChildLimits | dict[str, int | None] | None = None,
         user: tuple[int, int] | None = None,
     ) -> None:
+        if isinstance(limits, dict):  # e.g. {"memory_bytes": 512 << 20}; the rest default
+            fields = set(ChildLimits.__dataclass_fields__)
+            if not set(limits) <= fields:
+                raise TypeError(
+                    f"Sandbox: limits keys must be among {sorted(fields)}, got {sorted(limits)}"
+                )
+            limits = ChildLimits(**limits)
         if limits is not None and not isinstance(limits, ChildLimits):
-            raise TypeError(f"Sandbox: limits must be a ChildLimits, got {type(limits).__name__}")
+            raise TypeError(
+                f"Sandbox: limits must be a ChildLimits or a dict, got {type(limits).__name__}"
+            )
         self.impl = impl
         self.env = env or {}
         self.grading = bool(grading)
