@@ -375,3 +375,16 @@ def test_a_product_the_audit_cannot_see_is_not_observed_with_a_lesson(tmp_path: 
     audit = _check(run, "tiling audit")
     assert audit["status"] == "not_observed" and audit["blame"] == ["tiled_matmul"]
     assert "np.matmul" in audit["lesson"]  # the verdict rule for not_observed is CheckResult.ok's
+
+
+def test_a_tensor_whose_data_raises_is_a_named_error(tmp_path: Path) -> None:
+    body = (
+        "\nclass Sneaky(Tensor):\n    @property\n    def data(self):\n"
+        "        raise RuntimeError('gotcha')\n    @data.setter\n    def data(self, v):\n"
+        "        pass\n"
+        "def fused_gelu(x):\n    return Sneaky(np.zeros(1))\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    case = next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")
+    assert case["status"] == "error" and "gotcha" in case["detail"], case

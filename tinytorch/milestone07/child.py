@@ -297,7 +297,10 @@ def worker_main(cfg: dict[str, Any]) -> None:
             os._exit(0)
         if req.get("stop"):
             os._exit(0)
-        reply = child.task(req) if "task" in req else child.call(req)
+        try:
+            reply = child.task(req) if "task" in req else child.call(req)
+        except BaseException as exc:  # noqa: BLE001 (e.g. a student Tensor whose .data raises)
+            reply = {"status": "raised", "error": _describe_exc(exc)}
         try:
             wire.write_frame(rep_fd, msg_id, reply)
         except wire.ProtocolError as exc:  # e.g. a grad of an unsendable dtype
