@@ -341,3 +341,8 @@ def test_a_killed_grader_takes_the_whole_child_tree_with_it(tmp_path: Path) -> N
             break
         time.sleep(0.05)
     assert _pgrep(mark) == []
+    stale = list(Path(tempfile.gettempdir()).glob(f"tt-sandbox-{grader.pid}-*"))
+    assert stale  # the SIGKILLed grader could not remove its folder ...
+    with Sandbox(None) as box:  # ... the next sandbox does
+        box.start()
+    assert not any(p.exists() for p in stale)

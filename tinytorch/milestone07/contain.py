@@ -163,7 +163,8 @@ def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str
 
     root is an empty folder the child starts in; workdir (owned by the sandbox uid) holds a copy
     of the student's .py file and its sibling .py files."""
-    root = tempfile.mkdtemp(prefix="tt-sandbox-")
+    _sweep_stale()
+    root = tempfile.mkdtemp(prefix=f"tt-sandbox-{os.getpid()}-")
     os.chmod(root, 0o711)
     work = os.path.join(root, "work")
     os.mkdir(work, 0o700)
@@ -185,6 +186,20 @@ def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str
             for f in files:
                 os.chown(os.path.join(dirpath, f), *ids)
     return root, work, copied
+
+
+def _sweep_stale() -> None:
+    """Remove the folders of graders that died without cleaning up (SIGKILL)."""
+    for path in Path(tempfile.gettempdir()).glob("tt-sandbox-*-*"):
+        pid = path.name.split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def remove_dir(root: str) -> None:
