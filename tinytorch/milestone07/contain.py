@@ -192,8 +192,11 @@ def _sweep_stale() -> None:
     """Remove the folders of graders that died without cleaning up (SIGKILL)."""
     for path in Path(tempfile.gettempdir()).glob("tt-sandbox-*-*"):
         pid = path.name.split("-")[2]
-        if not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit() or int(pid) == os.getpid() or path.is_symlink():
             continue
+        with contextlib.suppress(OSError):
+            if path.lstat().st_uid != os.geteuid():  # not one of ours (planted by a child?)
+                continue
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
