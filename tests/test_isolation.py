@@ -346,3 +346,13 @@ def test_a_killed_grader_takes_the_whole_child_tree_with_it(tmp_path: Path) -> N
     with Sandbox(None) as box:  # ... the next sandbox does
         box.start()
     assert not any(p.exists() for p in stale)
+
+
+def test_task_requests_take_a_registry_key_or_module_function() -> None:
+    with Sandbox(None) as box:
+        ok = box.request(
+            {"task": "tinytorch.milestone07.bench_tasks:simd_status", "kwargs": {}}, 120
+        )
+        assert ok["status"] == "ok" and isinstance(ok["value"], dict)
+        unknown = box.request({"task": "no_such_task", "kwargs": {}}, 30)
+        assert unknown == {"status": "raised", "error": "unknown task 'no_such_task'"}
