@@ -356,3 +356,12 @@ def test_task_requests_take_a_registry_key_or_module_function() -> None:
         assert ok["status"] == "ok" and isinstance(ok["value"], dict)
         unknown = box.request({"task": "no_such_task", "kwargs": {}}, 30)
         assert unknown == {"status": "raised", "error": "unknown task 'no_such_task'"}
+
+
+def test_blocked_dirs_names_the_first_folder_others_cannot_enter(shared: Path) -> None:
+    private = shared / "home"
+    (private / "py" / "lib").mkdir(parents=True)
+    private.chmod(0o700)
+    (shared / "open" / "lib").mkdir(parents=True)
+    got = contain.blocked_dirs([str(private / "py" / "lib"), str(shared / "open" / "lib")])
+    assert got == {str(private): {"py"}}
