@@ -169,7 +169,7 @@ def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str
     work = os.path.join(root, "work")
     os.mkdir(work, 0o700)
     copied = None
-    if impl is not None and (impl.endswith(".py") or os.sep in impl) and os.path.isfile(impl):
+    if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: copied
         src = Path(impl).resolve()
         siblings = sorted(p for p in src.parent.glob("*.py") if p != src)[:MAX_COPY_FILES]
         budget = MAX_COPY_BYTES
