@@ -13,12 +13,9 @@ Napkin math:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import simd
+from .torch_worker import TorchWorker  # torch in a sandbox child
 
 GEMM_SIZES = (256, 512, 1024, 2048)
 GELU_SHAPES = ((512, 1024), (4096, 4096))
@@ -107,63 +105,6 @@ def interleaved(
             samples[name].append(fns[name]())
             time.sleep(settle.get(name, 0.005))
     return {n: reduce(s) for n, s in samples.items()}
-
-
-class TorchWorker:
-    """torch in a child process; `time(op, ...)` returns seconds per call, or None without torch."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen[str] | None = None
-        self.reason = ""
-        try:
-            import importlib.util
-
-            if importlib.util.find_spec("torch") is None:
-                self.reason = "torch is not installed"
-                return
-            env = dict(os.environ)
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tinytorch.extensions.torch_worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-            info = self.ask({"op": "info"})
-            if info is None or "error" in info:
-                raise RuntimeError(f"torch worker did not start: {info}")
-            self.version = info["torch"]
-        except Exception as exc:  # noqa: BLE001 - torch columns become "n/a" with the reason
-            self.reason = f"torch worker failed: {exc}"
-            self.close()
-
-    def ask(self, req: dict[str, Any]) -> dict[str, Any] | None:
-        if self.proc is None or self.proc.stdin is None or self.proc.stdout is None:
-            return None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        return json.loads(line) if line else None
-
-    def time(self, req: dict[str, Any]) -> float:
-        reply = self.ask(req)
-        if not reply or "seconds" not in reply:
-            return float("nan")
-        return float(reply["seconds"])
-
-    @property
-    def ok(self) -> bool:
-        return self.proc is not None
-
-    def close(self) -> None:
-        if self.proc is not None:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-            self.proc = None
 
 
 def _numpy_threads(n: int) -> Any:

@@ -1,11 +1,12 @@
-"""A child process that times torch (and, for the thread check, the C++ kernels beside torch).
+"""torch in a child process (for `tito bench`), on the same sandbox and wire as the grader.
 
 Why a separate process: torch bundles its own libgomp. Loaded next to the system libgomp that the
 C++ kernels link, two OpenMP runtimes share two cores, and their idle spinning threads steal time
 from each other. The benchmark keeps torch out of its own process and asks this worker, one timed
 call at a time, so torch and the C++ kernels are still interleaved in time.
 
-Protocol: one JSON request per stdin line, one JSON reply per stdout line.
+`TorchWorker` starts a `tinytorch.milestone07.sandbox.Sandbox` without student code and sends it
+task requests (the data-only wire format, with a timeout on every reply) that run `task` here:
   {"op": "gemm", "n": 512, "threads": 2}               -> {"seconds": ...}
   {"op": "bias_gelu", "rows": 512, "cols": 1024, "threads": 2, "inplace": true}
   {"op": "simd_gemm", "n": 1024, "threads": 2}          -> C++ GEMM timed with torch loaded and used,
@@ -15,17 +16,22 @@ Protocol: one JSON request per stdin line, one JSON reply per stdout line.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import time
 from typing import Any
 
 import numpy as np
-from tinytorch.extensions.benchmark import _per_call as _seconds
+
+TASK = "tinytorch.extensions.torch_worker:task"
+REQUEST_TIMEOUT_S = 600.0  # one timed request, however large
 
 
 def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
     """Answer one request (see the module docstring)."""
+    from tinytorch.extensions.benchmark import _per_call as _seconds
+
     op = req.get("op")
     if op == "info":
         return {"torch": torch.__version__, "threads": torch.get_num_threads()}
@@ -66,26 +72,83 @@ def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
     return {"error": f"unknown op {op!r}"}
 
 
-def main() -> int:
-    import torch
+_STATE: dict[str, Any] = {}  # in the child: torch, its generator and the cached tensors
 
-    cache: dict[tuple, Any] = {}
-    gen = torch.Generator().manual_seed(0)
+
+def task(module: Any, *, req: dict[str, Any]) -> dict[str, Any]:
+    """The sandbox task: answer one request (module is None: no student code here)."""
+    if "torch" not in _STATE:
+        import torch
+
+        _STATE.update(torch=torch, cache={}, gen=torch.Generator().manual_seed(0))
+    torch, cache = _STATE["torch"], _STATE["cache"]
 
     def tensors(key: tuple, *shapes: tuple[int, ...]) -> list[Any]:
         if key not in cache:
             cache.clear()  # keep one problem's buffers at a time
-            cache[key] = [torch.randn(*s, generator=gen) for s in shapes]
+            cache[key] = [torch.randn(*s, generator=_STATE["gen"]) for s in shapes]
         return cache[key]
 
-    for line in sys.stdin:
-        try:
-            reply = handle(json.loads(line), torch, tensors)
-        except Exception as exc:  # noqa: BLE001 - report, keep serving
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-    return 0
+    try:
+        return handle(req, torch, tensors)
+    except Exception as exc:  # noqa: BLE001 - report, keep serving
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+class TorchWorker:
+    """torch in a child process; `time(req)` returns seconds per call, NaN when it failed."""
+
+    def __init__(self, timeout: float = REQUEST_TIMEOUT_S) -> None:
+        self.box: Any = None
+        self.reason = ""
+        self.version = ""
+        self.timeout = timeout
+        if importlib.util.find_spec("torch") is None:
+            self.reason = "torch is not installed"
+            return
+        from tinytorch.milestone07.sandbox import Sandbox
+
+        self.box = Sandbox(None)
+        info = self.ask({"op": "info"})
+        if info is None or "error" in info:
+            self.reason = f"torch worker failed: {(info or {}).get('error', 'no answer')}"
+            self.close()
+            return
+        self.version = info["torch"]
+
+    def ask(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        if self.box is None:
+            return None
+        reply = self.box.request({"task": TASK, "kwargs": {"req": req}}, self.timeout)
+        if reply["status"] != "ok":
+            return {"error": f"{reply['status']}: {reply.get('error', '')}"}
+        value = reply.get("value")
+        return value if isinstance(value, dict) else {"error": f"unexpected reply {value!r}"}
+
+    def time(self, req: dict[str, Any]) -> float:
+        reply = self.ask(req)
+        if not reply or "seconds" not in reply:
+            return float("nan")
+        return float(reply["seconds"])
+
+    @property
+    def ok(self) -> bool:
+        return self.box is not None
+
+    def close(self) -> None:
+        if self.box is not None:
+            self.box.close()
+            self.box = None
+
+
+def main() -> int:
+    """`python -m tinytorch.extensions.torch_worker`: start a worker, print its info as JSON."""
+    worker = TorchWorker()
+    try:
+        print(json.dumps(worker.ask({"op": "info"}) or {"error": worker.reason}))
+    finally:
+        worker.close()
+    return 0 if worker.reason == "" else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Calls into the student's module through the sandbox, with the bookkeeping the checks need.
 
-Keeps, across every call of a run: which inputs were mutated, which outputs were not float32 or
-not finite, and which functions keep hanging or crashing (after two in a row, their other calls
-are skipped, so a function that always hangs costs two timeouts, not thirty).
+Keeps, across every call of a run: which inputs were mutated (judged here, in the grader, against
+the arrays it sent: the child only returns their final contents), which outputs were not float32
+or not finite, and which functions keep hanging, crashing or breaking the protocol (after two in
+a row, their other calls are skipped, so a function that always hangs costs two timeouts, not
+thirty). A reply whose audit was tampered with becomes status "tampered".
 """
 
 from __future__ import annotations
@@ -22,6 +24,30 @@ ARG_NAMES = {
     "col2im": ("cols",),
 }
 MAX_STRIKES = 2  # timeouts/crashes in a row of one function before its other calls are skipped
+OUT_SLACK = 4  # an output may have this many times the expected elements (a named wrong shape)
+
+
+def expected_elements(fn: str, args: list[Any], kwargs: dict[str, Any]) -> int | None:
+    """Elements of a right answer to fn(*args, **kwargs), or None when the call is malformed."""
+    from tinytorch.milestone07.references import out_size
+
+    try:
+        if fn == "tiled_matmul":
+            return int(args[0].shape[0] * args[1].shape[1])
+        if fn == "fused_gelu":
+            return int(args[0].size)
+        s, p = int(kwargs.get("stride", 1)), int(kwargs.get("padding", 0))
+        if fn == "im2col":
+            (n, c, h, w), k = args[0].shape, int(args[1])
+            return n * out_size(h, k, s, p) * out_size(w, k, s, p) * c * k * k
+        if fn == "im2col_conv2d":
+            (n, _c, h, w), (o, _ci, k, _k2) = args[0].shape, args[1].shape
+            return n * o * out_size(h, k, s, p) * out_size(w, k, s, p)
+        if fn == "col2im":
+            return int(np.prod(args[1]))
+    except (AttributeError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    return None
 
 
 @dataclass
@@ -43,7 +69,14 @@ class StudentCalls:
         self.seen = Observations()
 
     def call(
-        self, fn: str, args: list[Any], kwargs: dict[str, Any], *, label: str, audit: bool = False
+        self,
+        fn: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        *,
+        label: str,
+        audit: bool = False,
+        grad: np.ndarray | None = None,
     ) -> dict[str, Any]:
         strikes = self.seen.strikes.get(fn, [])
         if len(strikes) >= MAX_STRIKES:
@@ -53,21 +86,32 @@ class StudentCalls:
                 "error": f"not run: the last {len(strikes)} calls of {fn} ended in a {last}",
                 "skipped": True,
             }
-        reply = self.sandbox.request(
-            {"fn": fn, "args": args, "kwargs": kwargs, "audit": audit}, self.timeout
-        )
+        req: dict[str, Any] = {"fn": fn, "args": args, "kwargs": kwargs, "audit": audit}
+        if grad is not None:
+            req["grad"] = grad
+        expected = expected_elements(fn, args, kwargs)
+        if expected is not None:
+            req["out_cap"] = OUT_SLACK * max(expected, 1) + 4096
+        reply = self.sandbox.request(req, self.timeout)
         status = reply["status"]
-        if status in ("timeout", "crash"):
+        if status in ("timeout", "crash", "protocol"):
             self.seen.strikes.setdefault(fn, []).append(status)
             if status == "timeout":
                 reply["error"] = f"no result within {self.timeout:g} s (an endless loop?)"
-            else:
+            elif status == "crash":
                 reply["error"] = f"{reply['error']} while running {fn}: a crash in native code?"
+            else:
+                reply["error"] = f"{reply['error']} while running {fn}: the child was killed"
         else:  # it finished this time: a shape-dependent hang must not cost the other cases
             self.seen.strikes.pop(fn, None)
         if status == "not_implemented":
             self.seen.not_implemented.setdefault(fn, reply["error"])
-        for i in reply.get("mutated", []):
+        if reply.get("tampered"):
+            reply.update(
+                status="tampered",
+                error=f"the grader's audit was tampered with: {reply['tampered']}",
+            )
+        for i in _mutated(args, reply.get("inputs")):
             name = ARG_NAMES.get(fn, ())[i] if i < len(ARG_NAMES.get(fn, ())) else f"arg {i}"
             self.seen.mutated.setdefault(fn, []).append(f"{name} in {label}")
         out = reply.get("output")
@@ -77,6 +121,18 @@ class StudentCalls:
             elif out.dtype.kind == "f" and not np.isfinite(out).all():
                 self.seen.bad_dtype.setdefault(fn, []).append(f"NaN/inf in {label}")
         return reply
+
+
+def _mutated(sent: list[Any], back: Any) -> list[int]:
+    """Indices of array arguments whose final contents differ from what the grader sent."""
+    if not isinstance(back, list):
+        return []
+    out = []
+    for i, (arr, final) in enumerate(zip(sent, back, strict=False)):
+        both = isinstance(arr, np.ndarray) and isinstance(final, np.ndarray)
+        if both and not np.array_equal(final, arr, equal_nan=True):
+            out.append(i)
+    return out
 
 
 def failure_text(reply: dict[str, Any]) -> tuple[str, str]:
@@ -90,6 +146,10 @@ def failure_text(reply: dict[str, Any]) -> tuple[str, str]:
         return "incomplete", reply["error"]
     if status in ("timeout", "crash"):
         return status, reply["error"]
+    if status == "protocol":
+        return "crash", reply["error"]
+    if status == "tampered":
+        return "fail", reply["error"]
     if status == "unloadable":
         return "error", f"the module could not be loaded: {reply['error']}"
     return "error", reply.get("error", status)

@@ -1,207 +1,199 @@
-"""Run untrusted student code in a child process: a raise, a hang or a segfault becomes a result.
+"""Run untrusted student code in a contained child process; whatever it does becomes a result.
 
-The parent starts `python -m tinytorch.milestone07.sandbox IMPL` and exchanges length-prefixed
-pickles over the child's stdin/stdout (the child's own prints go to its stderr). A reader thread
-in the parent turns "no answer in time" into a timeout and end-of-file into a crash; either way
-the child is gone and the next request starts a fresh one, so the remaining cases still run.
-Not multiprocessing: its spawn start re-runs the parent's __main__ script in the child, which
-breaks for stdin, notebooks and grader scripts without an `if __name__ == "__main__"` guard.
+The parent starts a fresh interpreter (inside new pid/net namespaces where the kernel allows,
+see contain.py) that sets its limits, drops to an unprivileged uid when the grader is root,
+moves into a private folder holding a copy of the submission and only then imports the student's
+module. Requests and replies travel over two pipes in the data-only format of wire.py (JSON
+headers + raw arrays, nothing unpickled); every reply echoes its request id and is checked
+against a schema and size caps derived from the request before its arrays are read. No answer in
+time is a timeout, end-of-file a crash, anything malformed "protocol"; in each case the child and
+everything it started are killed and reaped, and the next request starts a fresh child.
+The child's stdout and stderr go to /dev/null. Not multiprocessing: its spawn start re-runs the
+parent's __main__ script in the child, which breaks for stdin, notebooks and grader scripts.
+
+The child's side is child.py; the request/reply contract is K1 (call, grad, task; statuses below).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
+import json
+import math
 import os
-import pickle
-import queue
+import secrets
+import select
 import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
-import traceback
+from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from tinytorch.milestone07 import contain, wire
+from tinytorch.milestone07.child import TEXT_CAP
+from tinytorch.milestone07.contain import ChildLimits
+
 START_TIMEOUT_S = 60.0  # importing numpy + the student's module in a fresh interpreter
-_HEADER = struct.Struct("<Q")  # frame = 8-byte length + pickle
+STATUSES = frozenset(
+    {"ok", "raised", "not_implemented", "not_tensor", "timeout", "crash", "protocol", "unloadable"}
+)
+LOAD_STATUSES = frozenset({"ok", "not_found", "import_error", "not_implemented"})
+MAX_SLICES = 20000
+_HERE = Path(__file__).resolve().parent  # tinytorch/milestone07
+F32 = np.dtype(np.float32)  # what Tensor() makes of any input
+
+# The child's entry: when it is pid 1 of a new pid namespace, fork and stay behind as a minimal
+# init (reaps orphans; its exit tears the namespace down). Then load this module WITHOUT running
+# tinytorch/milestone07/__init__.py (which imports the grader and the float64 references).
+_BOOT = """
+import json, os, sys
+cfg = json.loads(sys.argv[1])
+if os.getpid() == 1:
+    main = os.fork()
+    if main:
+        os.close(cfg["req_fd"]); os.close(cfg["rep_fd"])
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                os._exit(0)
+            if pid == main:
+                os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+import types, tinytorch
+pkg = types.ModuleType("tinytorch.milestone07")
+pkg.__path__ = [cfg["pkg"]]
+sys.modules["tinytorch.milestone07"] = pkg
+from tinytorch.milestone07.child import worker_main
+worker_main(cfg)
+"""
 
 
-def send_frame(stream: IO[bytes], obj: Any) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
-    stream.flush()
+# ---- parent side: what a reply may hold -------------------------------------------------------
+def _text(msg: dict[str, Any], key: str, cap: int = TEXT_CAP) -> None:
+    if key in msg and not (isinstance(msg[key], str) and len(msg[key]) <= cap):
+        raise wire.ProtocolError(f"'{key}' is not a string of at most {cap} characters")
 
 
-def recv_frame(stream: IO[bytes]) -> Any:
-    """The next object, or raises EOFError when the other side is gone."""
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        raise EOFError
-    size = _HEADER.unpack(head)[0]
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return pickle.loads(data)
+def _ref(value: Any, declared: list) -> tuple[np.dtype, tuple[int, ...], int]:
+    if not (isinstance(value, dict) and value.keys() == {"$a"}):
+        raise wire.ProtocolError("expected an array")
+    return declared[value["$a"]]
 
 
-# ---- child side -------------------------------------------------------------------------------
-def _student_frame(exc: BaseException) -> str:
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if "milestone07" not in frame.filename:
-            return f" (at {os.path.basename(frame.filename)}:{frame.lineno})"
-    return ""
+def _int_list(value: Any, cap: int) -> bool:
+    return isinstance(value, list) and len(value) <= cap and all(type(d) is int for d in value)
 
 
-def _stub_place(exc: BaseException, module: Any) -> str:
-    """The qualname of the innermost frame of `exc` in the student's file ("" if none)."""
-    own = os.path.abspath(getattr(module, "__file__", "") or "")
-    place, tb = "", exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if os.path.abspath(code.co_filename) == own:
-            place = getattr(code, "co_qualname", code.co_name)
-        tb = tb.tb_next
-    return place
+def _load_validator(msg: dict[str, Any], declared: list) -> None:
+    allowed = {"status", "error", "functions", "origins", "imports_reference", "file", "layers"}
+    if declared or not msg.keys() <= allowed or msg.get("status") not in LOAD_STATUSES:
+        raise wire.ProtocolError("malformed load info")
+    _text(msg, "error")
+    _text(msg, "file", 4096)
+    for key in ("functions", "origins"):
+        table = msg.get(key, {})
+        if not (isinstance(table, dict) and len(table) <= 64):
+            raise wire.ProtocolError(f"'{key}' is not a small dict")
+        if not all(isinstance(v, str) and len(v) <= 200 for v in table.values()):
+            raise wire.ProtocolError(f"'{key}' holds something other than short strings")
+    if not isinstance(msg.get("imports_reference", False), bool):
+        raise wire.ProtocolError("'imports_reference' is not a bool")
 
 
-def _not_implemented(exc: BaseException, module: Any, phase: str) -> dict[str, Any]:
-    return {
-        "status": "not_implemented",
-        "error": f"NotImplementedError: {exc}",
-        "stub": _stub_place(exc, module),
-        "phase": phase,
-    }
+def _task_validator(msg: dict[str, Any], declared: list) -> None:
+    if declared or not msg.keys() <= {"status", "error", "value"}:
+        raise wire.ProtocolError("malformed task reply")
+    if msg.get("status") not in ("ok", "raised"):
+        raise wire.ProtocolError("bad task status")
+    _text(msg, "error")
 
 
-def _call(module: Any, req: dict[str, Any]) -> dict[str, Any]:
-    """Call module.<fn>(*args, **kwargs) with ndarrays wrapped as Tensors; report, never raise.
+def _call_validator(sent: list[Any], out_cap: int) -> wire.Validator:
+    """Checks a call reply's header against the request, before any array is read."""
+    sent_arrays = [a if isinstance(a, np.ndarray) else None for a in sent]
+    keys = {"status", "error", "seconds", "records", "slices", "records_dropped", "output",
+            "inputs", "grads", "type", "phase", "stub", "tampered"}  # fmt: skip
 
-    With req["grad"] (an ndarray shaped like the output), the array arguments require grad and
-    `out.backward(grad)` runs after the call; the reply's "grads" holds each argument's `.grad`.
-    """
-    from tinytorch.core.tensor import Tensor
-    from tinytorch.milestone07 import audit
-
-    audited = bool(req.get("audit"))
-    grad = req.get("grad")
-    args, watched = [], []  # watched: (arg index, the array handed over, a pristine copy)
-    for i, value in enumerate(req["args"]):
-        if isinstance(value, np.ndarray):
-            wrap = Tensor.wrap if value.dtype == np.float32 else Tensor  # ours: no copy needed
-            t = wrap(value, requires_grad=grad is not None)
-            if audited:
-                t.data = t.data.view(audit.AuditArray)
-            watched.append((i, t.data, t.data.copy()))
-            args.append(t)
-        else:
-            args.append(value)
-    fn = getattr(module, req["fn"])
-    audit.RECORDS.clear()
-    sink = io.StringIO()  # the student's prints would garble the terminal report
-    start = time.perf_counter()
-    try:
-        with (
-            contextlib.redirect_stdout(sink),
-            np.errstate(all="ignore"),
-            audit.patched_numpy() if audited else contextlib.nullcontext(),
+    def validate(msg: dict[str, Any], declared: list) -> None:
+        if not msg.keys() <= keys or msg.get("status") not in STATUSES:
+            raise wire.ProtocolError("unexpected keys or status in a call reply")
+        for key in ("error", "type", "stub", "tampered"):
+            _text(msg, key)
+        if msg.get("phase", "forward") not in ("forward", "backward"):
+            raise wire.ProtocolError("bad 'phase'")
+        if "seconds" in msg and not (
+            type(msg["seconds"]) in (int, float) and math.isfinite(msg["seconds"])
         ):
-            out = fn(*args, **req.get("kwargs", {}))
-    except NotImplementedError as exc:
-        return _not_implemented(exc, module, "forward")
-    except BaseException as exc:  # noqa: BLE001 (untrusted code may raise even SystemExit)
-        return {
-            "status": "raised",
-            "error": f"{type(exc).__name__}: {exc}{_student_frame(exc)}",
-            "seconds": time.perf_counter() - start,
-        }
-    seconds = time.perf_counter() - start
-    reply: dict[str, Any] = {
-        "seconds": seconds,
-        "mutated": [i for i, arr, snap in watched if not np.array_equal(arr, snap, equal_nan=True)],
-        "records": list(audit.RECORDS),
-    }
-    data = out.data if isinstance(out, Tensor) else None
-    if data is None and type(out).__name__ == "Tensor":  # a student's own Tensor class
-        data = getattr(out, "data", None)
-    if not isinstance(data, np.ndarray):
-        kind = type(out).__module__ + "." + type(out).__qualname__
-        reply.update(status="not_tensor", type=kind.replace("builtins.", ""))
-        return reply
-    reply.update(status="ok", output=np.array(data, copy=True, subok=False))
-    if grad is not None:
-        reply.update(_backward(module, out, grad, args))
-    return reply
+            raise wire.ProtocolError("'seconds' is not a number")
+        records = msg.get("records", [])
+        if not (isinstance(records, list) and len(records) <= 20000):
+            raise wire.ProtocolError("'records' is not a list of at most 20000")
+        for rec in records:
+            if not (
+                isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str)
+                and len(rec[0]) <= 16 and isinstance(rec[1], list) and 2 <= len(rec[1]) <= 8
+                and all(_int_list(s, 8) for s in rec[1])
+            ):  # fmt: skip
+                raise wire.ProtocolError("malformed audit record")
+        slices = msg.get("slices", [])
+        if not (isinstance(slices, list) and len(slices) <= MAX_SLICES):
+            raise wire.ProtocolError("'slices' is not a list")
+        if not all(_int_list(s, 8) for s in slices):
+            raise wire.ProtocolError("malformed slice shape")
+        if type(msg.get("records_dropped", 0)) is not int:
+            raise wire.ProtocolError("'records_dropped' is not an int")
+        seen = 0
+        if "output" in msg:
+            _dtype, _shape, _nbytes = _ref(msg["output"], declared)
+            if math.prod(_shape) > out_cap:
+                raise wire.ProtocolError(f"an output of shape {_shape}: over {out_cap} elements")
+            seen += 1
+        for key in ("inputs", "grads"):
+            if key not in msg:
+                continue
+            items = msg[key]
+            if not (isinstance(items, list) and len(items) == len(sent_arrays)):
+                raise wire.ProtocolError(f"'{key}' does not have one entry per argument")
+            for item, arr in zip(items, sent_arrays, strict=True):
+                if item is None:
+                    continue
+                if arr is None:
+                    raise wire.ProtocolError(f"'{key}' has an array for a non-array argument")
+                dtype, shape, _nbytes = _ref(item, declared)
+                if key == "inputs" and (dtype not in (arr.dtype, F32) or shape != arr.shape):
+                    raise wire.ProtocolError("an input came back with another dtype or shape")
+                if key == "grads" and (dtype.kind != "f" or math.prod(shape) > 4 * arr.size + 16):
+                    raise wire.ProtocolError(f"a gradient of {dtype} {shape}")
+                seen += 1
+        if seen != len(declared):
+            raise wire.ProtocolError("an array outside output/inputs/grads")
+
+    return validate
 
 
-def _backward(module: Any, out: Any, grad: np.ndarray, args: list[Any]) -> dict[str, Any]:
-    """Run out.backward(grad) and collect each argument's gradient (None where it has none)."""
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink), np.errstate(all="ignore"):
-            out.backward(grad)
-    except NotImplementedError as exc:
-        return _not_implemented(exc, module, "backward")
-    except BaseException as exc:  # noqa: BLE001 (the student's backward is untrusted too)
-        return {
-            "status": "raised",
-            "phase": "backward",
-            "error": f"in backward: {type(exc).__name__}: {exc}{_student_frame(exc)}",
-        }
-    grads = []
-    for a in args:
-        g = getattr(a, "grad", None) if hasattr(a, "requires_grad") else None
-        grads.append(None if g is None else np.array(g, copy=True, subok=False))
-    return {"grads": grads}
+def _call_limits(sent: list[Any], out_cap: int, grads: bool) -> wire.Limits:
+    inputs = sum(a.nbytes for a in sent if isinstance(a, np.ndarray))
+    grad_bytes = (
+        sum(8 * (4 * a.size + 16) for a in sent if isinstance(a, np.ndarray)) if grads else 0
+    )
+    return wire.Limits(header=8 << 20, payload=8 * out_cap + inputs + grad_bytes)
 
 
-def _task(module: Any, req: dict[str, Any]) -> dict[str, Any]:
-    """Run one of our own functions (Part B timings) in the child: req["task"] = "module:function"."""
-    import importlib
-
-    mod_name, fn_name = req["task"].split(":")
-    fn = getattr(importlib.import_module(mod_name), fn_name)
-    try:
-        with np.errstate(all="ignore"):
-            return {"status": "ok", "value": fn(module, **req.get("kwargs", {}))}
-    except BaseException as exc:  # noqa: BLE001 (it may call the student's code)
-        return {"status": "raised", "error": f"{type(exc).__name__}: {exc}{_student_frame(exc)}"}
+def default_out_cap(args: list[Any]) -> int:
+    """Elements an output may have when the caller does not say: generous, but bounded."""
+    n = sum(a.size for a in args if isinstance(a, np.ndarray))
+    return 64 * n + (1 << 16)
 
 
-def worker_main(impl: str | None) -> None:
-    """Child process: import the student's module, then answer requests until stdin closes."""
-    from tinytorch.milestone07.impl import load_impl
-
-    requests = os.fdopen(os.dup(0), "rb")  # the protocol keeps the real stdin and stdout ...
-    replies = os.fdopen(os.dup(1), "wb")
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)  # ... so a student's input() reads nothing rather than our requests
-    os.dup2(2, 1)  # ... and anything printed (Python or C) goes to stderr instead
-    sys.stdin = open(os.devnull)  # noqa: SIM115 (lives as long as the process)
-    sys.stdout = sys.stderr
-    if impl is None:
-        module, info = None, {"status": "ok", "error": "", "functions": {}, "file": ""}
-    else:
-        module, info = load_impl(impl)
-    send_frame(replies, info)
-    while True:
-        try:
-            req = recv_frame(requests)
-        except EOFError:
-            return
-        if req is None:
-            return
-        send_frame(replies, _task(module, req) if "task" in req else _call(module, req))
-
-
-# ---- parent side ------------------------------------------------------------------------------
-def _death(exitcode: int | None) -> str:
+def _death(exitcode: int | None, in_namespace: bool) -> str:
     if exitcode is None:
         return "the child process stopped answering"
+    if in_namespace and exitcode > 128:  # our pid-1 init passes a signal death on as 128 + n
+        exitcode = -(exitcode - 128)
     if exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
@@ -211,35 +203,60 @@ def _death(exitcode: int | None) -> str:
     return f"the child process exited with status {exitcode}"
 
 
-def _child_env() -> dict[str, str]:
-    """The parent's environment, with its import path, so the child finds what the parent finds."""
-    env = dict(os.environ)
-    here = str(Path(__file__).resolve().parents[2])  # the folder holding the tinytorch package
+def _pythonpath() -> str:
+    """The parent's import path, so the child finds what the parent finds."""
+    here = str(_HERE.parents[1])  # the folder holding the tinytorch package
     paths = [here] + [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
-
-
-def _pump(stream: IO[bytes], inbox: queue.Queue) -> None:
-    """Reader thread: every frame from the child into `inbox`, then EOFError when it is gone."""
-    while True:
-        try:
-            inbox.put(recv_frame(stream))
-        except (EOFError, OSError, pickle.UnpicklingError, ValueError):
-            inbox.put(EOFError)
-            return
+    return os.pathsep.join(dict.fromkeys(paths))
 
 
 class Sandbox:
-    """One child process running the student's module; restarted after a timeout or crash."""
+    """One contained child process running the student's module; restarted after a failure.
 
-    def __init__(self, impl: str | None, env: dict[str, str] | None = None) -> None:
+    impl: a module name or .py path (None: no student code, for our own Part B tasks).
+    env: extra environment variables for the child. grading: refuse the reference's imports.
+    limits: ChildLimits (default: 2 GiB address space etc.; no address-space or CPU cap when
+    impl is None, e.g. torch). user: (uid, gid) to drop to as root (default TINYTORCH_SANDBOX_UID or 65534).
+    """
+
+    def __init__(
+        self,
+        impl: str | None,
+        env: dict[str, str] | None = None,
+        *,
+        grading: bool = False,
+        limits: ChildLimits | dict[str, int | None] | None = None,
+        user: tuple[int, int] | None = None,
+    ) -> None:
+        if isinstance(limits, dict):  # e.g. {"memory_bytes": 512 << 20}; the rest default
+            fields = set(ChildLimits.__dataclass_fields__)
+            if not set(limits) <= fields:
+                raise TypeError(
+                    f"Sandbox: limits keys must be among {sorted(fields)}, got {sorted(limits)}"
+                )
+            limits = ChildLimits(**limits)
+        if limits is not None and not isinstance(limits, ChildLimits):
+            raise TypeError(
+                f"Sandbox: limits must be a ChildLimits or a dict, got {type(limits).__name__}"
+            )
         self.impl = impl
-        self.env = env or {}  # extra environment variables for the child
+        self.env = env or {}
+        self.grading = bool(grading)
+        if limits is None:
+            limits = ChildLimits() if impl is not None else ChildLimits(None, None)
+        self.limits = limits
+        # Our own tasks (impl None: baselines, torch) keep the grader's uid, HOME and caches.
+        self.ids = user if user is not None else contain.sandbox_ids() if impl else None
         self.info: dict[str, Any] | None = None  # what loading the module found, first start
         self.restarts = 0
+        self.isolation: dict[str, dict[str, Any]] = {}
         self._proc: subprocess.Popen | None = None
-        self._inbox: queue.Queue = queue.Queue()
+        self._token = ""
+        self._root: str | None = None
+        self._req_fd = -1
+        self._reader: wire.FdReader | None = None
+        self._next_id = 0
+        self._in_ns = False
 
     def __enter__(self) -> Sandbox:  # noqa: PYI034
         return self
@@ -247,74 +264,157 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ---- starting -----------------------------------------------------------------------------
+    def _layer(self, name: str, active: bool, why: str) -> None:
+        self.isolation[name] = {"active": bool(active), "why": why}
+
     def start(self) -> dict[str, Any]:
         """Start the child (if needed) and return what loading the module found."""
         if self._proc is not None and self._proc.poll() is None:
             return self.info or {}
-        cmd = [sys.executable, "-m", "tinytorch.milestone07.sandbox"]
-        cmd += [] if self.impl is None else [self.impl]
-        self._proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # the student's prints and warnings
-            env=_child_env() | self.env,
-        )
-        self._inbox = queue.Queue()
-        threading.Thread(target=_pump, args=(self._proc.stdout, self._inbox), daemon=True).start()
+        self.kill()
+        reaper, why = contain.become_subreaper()
+        self._layer("subreaper", reaper, "the grader adopts orphans" if reaper else why)
+        prefix, ns_why = contain.namespace_prefix()
+        self._in_ns = bool(prefix)
+        self._layer("namespaces", bool(prefix), ns_why)
+        self._layer("network", bool(prefix), "none: own net namespace" if prefix else ns_why)
+        ids = self.ids if not (prefix and "--user" in prefix) else None
+        self._root, work, copied = contain.private_dir(self.impl, ids)
+        impl = copied or self.impl
+        if impl is not None and copied is None and (impl.endswith(".py") or os.sep in impl):
+            impl = os.path.abspath(impl)  # not found: let the child say so, with the full path
+        self._token = secrets.token_hex(16)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        cfg = {
+            "impl": impl, "req_fd": req_r, "rep_fd": rep_w, "ids": list(ids) if ids else None,
+            "work": work, "limits": asdict(self.limits), "grading": self.grading,
+            "pkg": str(_HERE), "ns": bool(prefix), "needed": contain.needed_paths(str(_HERE)),
+            "caller_dir": os.getcwd() if impl and copied is None else None,
+        }  # fmt: skip
+        pdeath = contain.pdeath_prefix()
+        cmd = [*pdeath, *prefix, sys.executable, "-c", _BOOT, json.dumps(cfg)]
+        env = contain.child_env(self.env, work, self._token, _pythonpath(), trim=bool(self.impl))
+        try:
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, pass_fds=(req_r, rep_w), env=env, cwd=self._root,
+                start_new_session=True,
+            )  # fmt: skip
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
+        self._layer("session", True, "own session and process group")
+        self._layer("workdir", True, f"a private copy in {work}" if copied else f"private {work}")
+        trimmed = "trimmed: PATH, locale, thread and TINYTORCH_* variables only"
+        self._layer("env", bool(self.impl), trimmed if self.impl else "no student code: kept")
+        self._req_fd = req_w
+        os.set_blocking(req_w, False)
+        self._reader = wire.FdReader(rep_r)
+        self._next_id = 0
         if self.info is not None:
             self.restarts += 1
-        info = self._receive(START_TIMEOUT_S)
+        info = self._receive(0, START_TIMEOUT_S, wire.Limits(header=1 << 20), _load_validator)
         if info.get("transport"):  # the import itself hung or crashed
             info = {"status": "import_" + info["status"], "error": info["error"], "functions": {}}
+        for name, (active, why) in (info.pop("layers", None) or {}).items():
+            self._layer(str(name), bool(active), str(why))
+        if "pdeathsig" in self.isolation and pdeath and prefix:
+            self.isolation["pdeathsig"]["why"] += " (and the namespace wrapper, via setpriv)"
         if self.info is None:
             self.info = info
         return info
 
-    def _receive(self, timeout: float) -> dict[str, Any]:
+    # ---- one exchange -------------------------------------------------------------------------
+    def _fail(self, status: str, error: str) -> dict[str, Any]:
+        code = None
+        if status == "crash" and self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self._proc.wait(5)
+            error = _death(code, self._in_ns)
+        self.kill()
+        return {"status": status, "error": error, "transport": 1}
+
+    def _receive(
+        self, rid: int, timeout: float, limits: wire.Limits, validate: wire.Validator
+    ) -> dict[str, Any]:
+        reader = self._reader
+        if reader is None:
+            return self._fail("crash", "")
+        reader.deadline = time.monotonic() + timeout
         try:
-            reply = self._inbox.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            return {"status": "timeout", "error": f"no answer within {timeout:g} s", "transport": 1}
-        if reply is EOFError:
-            code = self._proc.wait(5) if self._proc is not None else None
-            self.kill()
-            return {"status": "crash", "error": _death(code), "transport": 1}
+            got_id, reply = wire.read_frame(reader.read_exact, limits, validate)
+        except TimeoutError:
+            return self._fail("timeout", f"no answer within {timeout:g} s")
+        except EOFError:
+            return self._fail("crash", "")
+        except (wire.ProtocolError, struct.error, OSError) as exc:
+            return self._fail("protocol", f"a malformed reply from the child ({exc})")
+        if got_id != rid:
+            return self._fail("protocol", f"a reply to request {got_id} while waiting for {rid}")
         return reply
 
+    def _send(self, frame: bytes, deadline: float) -> bool:
+        data = memoryview(frame)
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _r, ready, _x = select.select([], [self._req_fd], [], left)
+            if not ready:
+                return False
+            try:
+                data = data[os.write(self._req_fd, data[: 1 << 20]) :]
+            except BlockingIOError:
+                continue
+            except OSError:  # the child is gone (EPIPE)
+                return False
+        return True
+
     def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send one request; the reply, or {"status": "timeout" | "crash", "error": why}."""
+        """Send one request; the reply, or {"status": "timeout" | "crash" | "protocol", ...}.
+
+        A call request may carry "out_cap": the most elements its output may have (default:
+        generous, from the inputs); it is not sent to the child."""
         info = self.start()
         if info.get("status") != "ok" and ("task" not in req or "import_" in info["status"]):
             return {"status": "unloadable", "error": info.get("error", "")}
-        try:
-            send_frame(self._proc.stdin, req)
-        except OSError:
-            return self._receive(5.0)  # the child died: report how
-        return self._receive(timeout)
+        req = dict(req)
+        if "task" in req:
+            limits, validate = wire.Limits(header=8 << 20), _task_validator
+        else:
+            args = list(req.get("args", []))
+            out_cap = int(req.pop("out_cap", 0) or default_out_cap(args))
+            limits = _call_limits(args, out_cap, req.get("grad") is not None)
+            validate = _call_validator(args, out_cap)
+        self._next_id += 1
+        rid = self._next_id
+        deadline = time.monotonic() + timeout
+        if not self._send(wire.encode(rid, req), deadline):
+            if self._proc is not None and self._proc.poll() is not None:
+                return self._fail("crash", "")
+            return self._fail("timeout", f"the child did not take the request within {timeout:g} s")
+        return self._receive(rid, max(deadline - time.monotonic(), 0.001), limits, validate)
 
+    # ---- stopping -----------------------------------------------------------------------------
     def kill(self) -> None:
+        """Kill the child and everything it started, reap them, remove its folder."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(5)
-        for stream in (proc.stdin, proc.stdout):
+        if proc is not None:
+            contain.kill_tree(proc, self._token)
+        if self._req_fd >= 0:
             with contextlib.suppress(OSError):
-                stream.close()
+                os.close(self._req_fd)
+            self._req_fd = -1
+        if self._reader is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._reader.fd)
+            self._reader = None
+        if self._root is not None:
+            contain.remove_dir(self._root)
+            self._root = None
 
     def close(self) -> None:
-        """Ask the child to exit (end of stdin), then make sure it has."""
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self._proc.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(2)
+        """Kill and reap the whole process tree (the child is never trusted to exit by itself)."""
         self.kill()
-
-
-if __name__ == "__main__":
-    worker_main(sys.argv[1] if len(sys.argv) > 1 else None)

@@ -1,0 +1,391 @@
+"""Adversarial submissions against the sandbox's transport and containment (issue 9, B1's half).
+
+Each attack is a correct student module (tests/mutants/student_base.py) plus a hostile addition,
+graded by a separate `tito milestone run 07 --no-part-b --json` process. Each asserts: the exact
+exit code and verdict; the result file still the same a moment after the grader exited; no
+process of the attack left (a unique mark in their command lines); no payload run in the grader
+(the payload writes a marker file); bounded time and grader memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "tests" / "mutants" / "student_base.py"
+PACKAGE_FILE = ROOT / "tinytorch" / "milestone07" / "references.py"
+MAX_RSS_KB = 400_000  # the grader itself; a 3 GiB frame must not get near
+RUNNER = """
+import resource, sys
+from tinytorch.cli.main import main
+code = main(["milestone", "run", "07", "--impl", sys.argv[1], "--no-part-b", "--json", sys.argv[2],
+             "--timeout", "2"])
+print("MAXRSS=%d" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@dataclass
+class Run:
+    code: int
+    verdict: str | None
+    doc: dict
+    seconds: float
+    maxrss_kb: int
+    stderr: str
+
+
+@pytest.fixture
+def drop() -> Iterator[Path]:
+    """A folder anyone may write (the sandbox child runs as `nobody` under root)."""
+    path = Path(tempfile.mkdtemp(prefix="tt-attack-"))
+    path.chmod(0o777)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def _pgrep(mark: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", mark], capture_output=True, text=True, check=False)
+    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+
+
+def grade(tmp: Path, body: str, env: dict[str, str] | None = None, timeout: float = 120) -> Run:
+    impl = tmp / "attack.py"
+    impl.write_text(BASE.read_text() + body)
+    impl.chmod(0o644)
+    out = tmp / "result.json"
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(impl), str(out)],
+        check=False, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    seconds = time.monotonic() - start
+    rss = [int(line[7:]) for line in done.stderr.splitlines() if line.startswith("MAXRSS=")]
+    assert rss, f"the grader did not finish normally ({done.returncode}): {done.stderr[-2000:]}"
+    text = out.read_text() if out.exists() else ""
+    time.sleep(1.5)  # anything left behind would rewrite the file now
+    assert (out.read_text() if out.exists() else "") == text, "the result file changed later"
+    doc = json.loads(text) if text else {}
+    verdict = doc.get("verdict")
+    return Run(done.returncode, verdict, doc, seconds, rss[-1], done.stderr)
+
+
+def _case_status(run: Run, name: str) -> str:
+    return next(c["status"] for c in run.doc["cases"] if c["name"] == name)
+
+
+def _check(run: Run, name: str) -> dict:
+    return next(c for c in run.doc["checks"] if c["name"] == name)
+
+
+def _bounded(run: Run, seconds: float = 60) -> None:
+    assert run.seconds < seconds, run.seconds
+    assert run.maxrss_kb < MAX_RSS_KB, run.maxrss_kb
+
+
+PAYLOAD = """
+class Payload:
+    def __reduce__(self):
+        return (open, ({marker!r}, "w"))
+"""
+
+
+def test_object_array_output_with_a_reduce_payload(tmp_path: Path, drop: Path) -> None:
+    marker = drop / "payload-ran"
+    body = PAYLOAD.format(marker=str(marker)) + (
+        "\ndef fused_gelu(x):\n    t = Tensor(np.zeros(1))\n"
+        "    t.data = np.array([Payload()] * 3, dtype=object)\n    return t\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    assert _case_status(run, "fused_gelu/zeros") == "fail"
+    assert not marker.exists()
+    _bounded(run)
+
+
+def test_reduce_payload_appended_to_the_audit_records(tmp_path: Path, drop: Path) -> None:
+    marker = drop / "payload-ran"
+    body = PAYLOAD.format(marker=str(marker)) + (
+        "\n_ok = tiled_matmul\ndef tiled_matmul(a, b, tile_size=64):\n"
+        "    from tinytorch.milestone07 import audit\n"
+        "    audit.RECORDS.append(Payload())\n    return _ok(a, b, tile_size)\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    audit = _check(run, "tiling audit")
+    assert audit["status"] == "fail" and "tampered" in audit["detail"], audit
+    assert not marker.exists()
+    _bounded(run)
+
+
+FORGE = """
+import os as _os, stat as _stat
+def _pipes():  # every pipe this process holds, found through /proc/self/fd
+    for name in _os.listdir("/proc/self/fd"):
+        try:
+            if int(name) > 2 and _stat.S_ISFIFO(_os.fstat(int(name)).st_mode):
+                yield int(name)
+        except OSError:
+            pass
+_ok_gelu = fused_gelu
+def fused_gelu(x):
+    for fd in _pipes():
+        try:
+            _os.write(fd, {data})
+        except OSError:
+            pass
+    return _ok_gelu(x)
+"""
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x80\x04\x95" + b"garbage" * 50,  # a pickle-looking frame
+        b"TTW1" + (2**31).to_bytes(4, "little") + (3 << 30).to_bytes(8, "little"),  # 3 GiB
+    ],
+    ids=["garbage", "huge"],
+)
+def test_frames_forged_into_the_reply_pipe(tmp_path: Path, data: bytes) -> None:
+    run = grade(tmp_path, FORGE.format(data=repr(data)))
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    assert _case_status(run, "fused_gelu/zeros") in ("crash", "fail")
+    assert all(c["status"] == "pass" for c in run.doc["cases"] if c["group"] != "fused_gelu")
+    _bounded(run)
+
+
+def test_a_well_formed_frame_with_another_id(tmp_path: Path) -> None:
+    from tinytorch.milestone07 import wire
+
+    body = FORGE.format(data=repr(wire.encode(999, {"status": "ok"})))
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    assert _case_status(run, "fused_gelu/zeros") == "crash"
+    assert (
+        "protocol" in next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")["detail"]
+    )
+    _bounded(run)
+
+
+def test_an_output_far_larger_than_asked_for(tmp_path: Path) -> None:
+    body = (
+        "\ndef fused_gelu(x):\n    return Tensor(np.zeros((x.data.size + 10) * 1000, np.float32))\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    assert _case_status(run, "fused_gelu/zeros") == "crash"
+    _bounded(run)
+
+
+def test_a_slightly_wrong_shape_stays_a_named_failure(tmp_path: Path) -> None:
+    body = "\n_g = fused_gelu\ndef fused_gelu(x):\n    return Tensor(np.concatenate([_g(x).data.ravel()] * 2))\n"
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    assert _case_status(run, "fused_gelu/zeros") == "fail"
+
+
+ORPHANS = """
+import subprocess as _sp
+for _i in range(20):
+    _sp.Popen(["/bin/sh", "-c", "sleep 300; : {mark}"], start_new_session=True,
+              stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)
+"""
+
+
+def test_twenty_orphans_do_not_outlive_the_grader(tmp_path: Path) -> None:
+    mark = f"ORPHAN-{uuid.uuid4().hex}"
+    run = grade(tmp_path, ORPHANS.format(mark=mark))
+    assert (run.code, run.verdict) == (0, "PASS")
+    assert _pgrep(mark) == []
+    _bounded(run)
+
+
+def test_killpg_at_import_does_not_touch_the_grader(tmp_path: Path) -> None:
+    body = "\nimport os as _os, signal as _sig\n_os.killpg(_os.getpgrp(), _sig.SIGKILL)\n"
+    run = grade(tmp_path, body)
+    assert run.code == 1 and run.verdict == "NOT_PASSED"  # the student's own import died
+    assert {c["status"] for c in run.doc["cases"]} == {"error"}
+    _bounded(run)
+
+
+@pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL", "SIGTERM"])
+def test_signals_to_the_parent_are_refused(tmp_path: Path, sig: str) -> None:
+    body = (
+        "\nimport os as _os, signal as _sig\n"
+        f"for _p in (_os.getppid(), 1):\n    try:\n        _os.kill(_p, _sig.{sig})\n"
+        "    except OSError:\n        pass\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (0, "PASS")
+    _bounded(run, 30)
+
+
+def test_a_stopped_child_is_killed_at_its_timeout(tmp_path: Path) -> None:
+    body = (
+        "\nimport os as _os, signal as _sig\n"
+        "def fused_gelu(x):\n    _os.kill(_os.getpid(), _sig.SIGSTOP)\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    assert _case_status(run, "fused_gelu/zeros") == "timeout"
+    _bounded(run, 40)
+
+
+def test_a_leftover_cannot_kill_the_next_graders_children(tmp_path: Path) -> None:
+    mark = f"KILLER-{uuid.uuid4().hex}"
+    killer = (
+        "\nimport subprocess as _sp\n"
+        "_sp.Popen(['/bin/sh', '-c', 'while :; do pkill -9 -f python; sleep 0.05; done; : "
+        + mark
+        + "'], start_new_session=True, stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)\n"
+    )
+    first = grade(tmp_path, killer)
+    assert (first.code, first.verdict) == (1, "NOT_PASSED")  # it kills its own child too
+    assert _pgrep(mark) == []
+    (tmp_path / "next").mkdir()
+    second = grade(tmp_path / "next", "")
+    assert (second.code, second.verdict) == (0, "PASS")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only the uid switch protects files")
+def test_writing_the_package_and_the_result_folder_is_refused(tmp_path: Path, drop: Path) -> None:
+    before = hashlib.sha256(PACKAGE_FILE.read_bytes()).hexdigest()
+    body = (
+        "\nimport os as _os\n"
+        f"for _p in ({str(PACKAGE_FILE)!r}, {str(tmp_path / 'result.json')!r}, "
+        f"{str(tmp_path / 'forged.json')!r}):\n"
+        "    try:\n        with open(_p, 'a') as _f:\n            _f.write('# pwned')\n"
+        f"        open({str(drop / 'wrote')!r} + _os.path.basename(_p), 'w').close()\n"
+        "    except OSError:\n        pass\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (0, "PASS")
+    assert hashlib.sha256(PACKAGE_FILE.read_bytes()).hexdigest() == before
+    assert not (tmp_path / "forged.json").exists()
+    assert list(drop.iterdir()) == []
+
+
+def test_a_memory_bomb_is_a_named_failure(tmp_path: Path) -> None:
+    body = "\ndef fused_gelu(x):\n    big = np.ones(5 << 30, dtype=np.uint8)\n    return Tensor(big[:1])\n"
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    case = next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")
+    assert case["status"] == "error" and "MemoryError" in case["detail"], case
+    _bounded(run)
+
+
+def test_a_bounded_fork_bomb(tmp_path: Path) -> None:
+    mark = f"FORK-{uuid.uuid4().hex}"
+    body = (
+        "\nimport os as _os, subprocess as _sp\n_n = 0\n"
+        "try:\n    for _i in range(2000):\n"
+        f"        _sp.Popen(['/bin/sh', '-c', 'sleep 300; : {mark}'], stdout=_sp.DEVNULL)\n"
+        "        _n += 1\nexcept OSError:\n    pass\n"
+    )
+    run = grade(tmp_path, body, timeout=180)
+    assert run.code in (0, 1)  # an import that ran out of processes may or may not finish
+    assert _pgrep(mark) == []
+    _bounded(run, 120)
+
+
+WHOLE = (  # a whole-matrix product, then a trick to hide it from the audit
+    "\ndef tiled_matmul(a, b, tile_size=64):\n    out = Tensor(np.matmul(_arr(a), _arr(b)))\n"
+    "    {trick}\n    return out\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("trick", "status", "says"),
+    [
+        ("audit.RECORDS.clear()", "fail", "tampered with: the audit's record list was changed"),
+        ("audit.record = lambda *a, **k: None", "fail", "audit.record was replaced"),
+        ("audit.AuditArray = np.ndarray", "fail", "audit.AuditArray was replaced"),
+        ("audit.AuditArray.__array_ufunc__ = None", "error", "does not support ufuncs"),
+        (
+            "audit.AuditArray.__getitem__ = np.ndarray.__getitem__",
+            "fail",
+            "__getitem__ was replaced",
+        ),
+        ("audit.RECORDS[:] = [('matmul', ((2, 2), (2, 2)))]", "fail", "record list was changed"),
+        ("audit._LOG[:] = []", "fail", "tampered"),
+        ("np.array_equal = lambda *a, **k: True", "fail", "numpy.array_equal was replaced"),
+        ("pass", "fail", "larger than the tile"),  # the plain cheat
+    ],
+    ids=["clear", "record", "class", "method", "getitem", "fake", "log", "numpy", "plain"],
+)
+def test_audit_tampering_is_a_failure(tmp_path: Path, trick: str, status: str, says: str) -> None:
+    trick = "from tinytorch.milestone07 import audit; " + trick
+    run = grade(tmp_path, WHOLE.format(trick=trick))
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    audit = _check(run, "tiling audit")
+    assert audit["status"] == status and says in audit["detail"], audit
+
+
+def test_mutation_hidden_by_patching_array_equal(tmp_path: Path) -> None:
+    body = (
+        "\nnp.array_equal = lambda *a, **k: True\n_g = fused_gelu\n"
+        "def fused_gelu(x):\n    y = _g(x)\n    x.data[...] = 0\n    return y\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    assert _check(run, "inputs not mutated")["status"] == "fail"
+
+
+def test_output_floods_are_discarded(tmp_path: Path) -> None:
+    body = (
+        "\nimport os as _os, sys as _sys\n_chunk = b'x' * (1 << 20)\n"
+        "for _i in range(100):\n    _os.write(1, _chunk)\n    _os.write(2, _chunk)\n"
+        "print('y' * (50 << 20))\nprint('z' * (50 << 20), file=_sys.stderr)\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (0, "PASS")
+    _bounded(run)
+
+
+def test_the_child_never_loads_the_references_or_the_grader(tmp_path: Path) -> None:
+    body = (
+        "\nimport sys as _sys\n_g = fused_gelu\n"
+        "def fused_gelu(x):\n"
+        "    leaked = [m for m in ('tinytorch.milestone07.references', 'tinytorch.milestone07.part_a',\n"
+        "              'tinytorch.perf.acceleration') if m in _sys.modules]\n"
+        "    return _g(x) if not leaked else Tensor(np.full(x.shape, len(leaked), np.float32))\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (0, "PASS")
+
+
+def test_a_product_the_audit_cannot_see_is_not_observed_with_a_lesson(tmp_path: Path) -> None:
+    body = (
+        "\ndef tiled_matmul(a, b, tile_size=64):\n"
+        "    return Tensor(_arr(a).view(np.ndarray) @ _arr(b).view(np.ndarray))\n"
+    )
+    run = grade(tmp_path, body)
+    audit = _check(run, "tiling audit")
+    assert audit["status"] == "not_observed" and audit["blame"] == ["tiled_matmul"]
+    assert "np.matmul" in audit["lesson"]  # the verdict rule for not_observed is CheckResult.ok's
+
+
+def test_a_tensor_whose_data_raises_is_a_named_error(tmp_path: Path) -> None:
+    body = (
+        "\nclass Sneaky(Tensor):\n    @property\n    def data(self):\n"
+        "        raise RuntimeError('gotcha')\n    @data.setter\n    def data(self, v):\n"
+        "        pass\n"
+        "def fused_gelu(x):\n    return Sneaky(np.zeros(1))\n"
+    )
+    run = grade(tmp_path, body)
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    case = next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")
+    assert case["status"] == "error" and "gotcha" in case["detail"], case

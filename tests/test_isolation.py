@@ -1,0 +1,367 @@
+"""The sandbox child's isolation layers and its K1 contract (grad, stub, origins, grading mode),
+as root (the uid switch and namespaces) and under an unprivileged uid (the fallbacks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinytorch.milestone07 import contain
+from tinytorch.milestone07.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "tests" / "mutants" / "student_base.py"
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (the uid switch)")
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A folder the sandbox uid may read and write (pytest's tmp_path is root-only)."""
+    path = Path(tempfile.mkdtemp(prefix="tt-iso-"))
+    path.chmod(0o777)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def _write(folder: Path, name: str, body: str) -> str:
+    path = folder / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def _pgrep(mark: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", mark], capture_output=True, text=True, check=False)
+    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+
+
+def _wait_for(mark: str, n: int) -> int:
+    for _ in range(100):
+        if len(_pgrep(mark)) >= n:
+            break
+        time.sleep(0.05)
+    return len(_pgrep(mark))
+
+
+def _value(box: Sandbox, fn: str = "fused_gelu") -> np.ndarray:
+    reply = box.request({"fn": fn, "args": [np.zeros(1, np.float32)], "kwargs": {}}, 10)
+    assert reply["status"] == "ok", reply
+    return reply["output"]
+
+
+PROBE = """
+import os, socket
+import numpy as np
+from tinytorch.core.tensor import Tensor
+
+def fused_gelu(x):
+    try:
+        open(os.environ["B1_TARGET"], "a").close()  # never set in the child: KeyError
+        wrote = 1.0
+    except (KeyError, OSError):
+        wrote = 0.0
+    secret = 1.0 if "B1_SECRET" in os.environ else 0.0
+    try:
+        socket.create_connection(("127.0.0.1", 9), timeout=1).close()
+        net = 1.0
+    except OSError:
+        net = 0.0
+    return Tensor(np.array([os.getuid(), secret, net, wrote, len(socket.if_nameindex())], np.float32))
+"""
+
+
+@ROOT_ONLY
+def test_as_root_every_layer_is_active_and_the_child_is_nobody(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("B1_SECRET", "hunter2")
+    with Sandbox(_write(tmp_path, "probe", PROBE)) as box:
+        assert box.start()["status"] == "ok"
+        uid, secret, net, _wrote, interfaces = _value(box)
+        layers = box.isolation
+    inactive = {k: v["why"] for k, v in layers.items() if not v["active"]}
+    assert inactive == {}, inactive
+    assert set(layers) >= {"session", "subreaper", "pdeathsig", "namespaces", "network", "uid",
+                           "workdir", "env", "limits"}  # fmt: skip
+    assert (uid, secret, net, interfaces) == (65534, 0, 0, 1)  # nobody, no secret, only lo
+
+
+def test_close_kills_what_the_child_started(tmp_path: Path) -> None:
+    mark = f"ISO-{uuid.uuid4().hex}"
+    body = PROBE + textwrap.dedent(f"""
+    import subprocess
+    for _ in range(5):
+        subprocess.Popen(["/bin/sh", "-c", "sleep 300; : {mark}"], start_new_session=True)
+    """)
+    box = Sandbox(_write(tmp_path, "spawner", body))
+    assert box.start()["status"] == "ok"
+    assert _wait_for(mark, 5) >= 5
+    box.close()
+    assert _pgrep(mark) == []
+
+
+def test_without_namespaces_the_tree_kill_still_finds_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(contain.NAMESPACES_VAR, "0")
+    monkeypatch.setattr(contain, "_NAMESPACES", None)
+    mark = f"ISO-{uuid.uuid4().hex}"
+    body = PROBE + textwrap.dedent(f"""
+    import os, subprocess
+    for _ in range(5):
+        subprocess.Popen(["/bin/sh", "-c", "sleep 300; : {mark}"], start_new_session=True)
+    if os.fork() == 0:  # a double-forked daemon in its own session
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sh", ["/bin/sh", "-c", "sleep 300; : {mark}"])
+        os._exit(0)
+    """)
+    with Sandbox(_write(tmp_path, "daemons", body)) as box:
+        assert box.start()["status"] == "ok"
+        assert box.isolation["namespaces"] == {
+            "active": False,
+            "why": "turned off (TINYTORCH_SANDBOX_NAMESPACES=0)",
+        }
+        assert box.isolation["network"]["active"] is False
+        assert _wait_for(mark, 6) >= 6
+    assert _pgrep(mark) == []
+    monkeypatch.setattr(contain, "_NAMESPACES", None)
+
+
+def test_grad_and_stub_follow_the_contract(tmp_path: Path) -> None:
+    body = """
+    import numpy as np
+    from tinytorch.core.tensor import Function, Tensor
+
+    class Half(Function):
+        def forward(self, x):
+            return x * 0.5
+
+        def backward(self, grad_output):
+            raise NotImplementedError("Half.backward is yours to write")
+
+    def fused_gelu(x):
+        return x * x  # recorded by autograd
+
+    def col2im(cols, x_shape, kernel_size, stride=1, padding=0):
+        return Half.apply(cols)
+
+    def im2col(x, kernel_size, stride=1, padding=0):
+        raise NotImplementedError("im2col")
+    """
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    with Sandbox(_write(tmp_path, "grads", body)) as box:
+        assert box.start()["functions"]["fused_gelu"] == "ok"
+        ok = box.request(
+            {"fn": "fused_gelu", "args": [x], "kwargs": {}, "grad": np.ones(3, np.float32)}, 10
+        )
+        assert ok["status"] == "ok"
+        np.testing.assert_allclose(ok["grads"][0], 2 * x)
+        back = box.request(
+            {
+                "fn": "col2im",
+                "args": [x, (1, 1, 1, 3), 1],
+                "kwargs": {},
+                "grad": np.ones(3, np.float32),
+            },
+            10,
+        )
+        assert (back["status"], back["phase"], back["stub"]) == (
+            "not_implemented",
+            "backward",
+            "Half.backward",
+        )
+        fwd = box.request({"fn": "im2col", "args": [x, 1], "kwargs": {}}, 10)
+        assert (fwd["status"], fwd["stub"]) == ("not_implemented", "im2col")
+
+
+DELEGATES = """
+from tinytorch.perf.acceleration import fused_gelu  # the bundled reference
+from tinytorch.milestone07.references import ref_gelu
+"""
+
+
+@pytest.mark.parametrize("grading", [False, True])
+def test_reference_imports_are_reported_and_refused_when_grading(
+    tmp_path: Path, grading: bool
+) -> None:
+    with Sandbox(_write(tmp_path, "delegates", DELEGATES), grading=grading) as box:
+        info = box.start()
+    if grading:
+        assert info["status"] == "import_error"
+        assert "cannot be imported while grading" in info["error"]
+    else:
+        assert info["status"] == "ok"
+        assert info["origins"]["fused_gelu"] == "reference" and info["imports_reference"] is True
+
+
+def test_own_code_is_student_origin(tmp_path: Path) -> None:
+    with Sandbox(str(BASE), grading=True) as box:
+        info = box.start()
+    assert info["status"] == "ok" and info["imports_reference"] is False
+    assert set(info["origins"].values()) == {"student"}
+
+
+def test_memory_limit_is_configurable(tmp_path: Path) -> None:
+    body = """
+    import numpy as np
+    from tinytorch.core.tensor import Tensor
+    def fused_gelu(x):
+        return Tensor(np.ones(300 << 20, np.uint8)[:1])
+    """
+    impl = _write(tmp_path, "alloc", body)
+    with Sandbox(impl, limits=contain.ChildLimits(memory_bytes=1 << 30)) as box:
+        assert _value(box).shape == (1,)
+    with Sandbox(impl, limits=contain.ChildLimits(memory_bytes=200 << 20)) as box:
+        reply = box.request(
+            {"fn": "fused_gelu", "args": [np.zeros(1, np.float32)], "kwargs": {}}, 10
+        )
+    assert (reply["status"], reply["error"].split(":")[0]) == ("raised", "MemoryError"), reply
+
+
+def test_bad_limits_argument_is_named() -> None:
+    with pytest.raises(TypeError, match="limits must be a ChildLimits or a dict, got int"):
+        Sandbox(None, limits=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limits keys must be among"):
+        Sandbox(None, limits={"memory": 1})
+    assert Sandbox(None, limits={"memory_bytes": 1 << 30}).limits.memory_bytes == 1 << 30
+
+
+# ---- the grader itself under an unprivileged uid ------------------------------------------------
+HARNESS = """
+import os, sys
+from tinytorch.milestone07 import contain
+blocked = contain.blocked_dirs(contain.needed_paths(sys.argv[1]))
+ok, why = contain.expose(blocked, sys.argv[2]) if blocked else (True, "")
+assert ok, why
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+os.execv(sys.executable, [sys.executable, "-c", sys.argv[3], *sys.argv[4:]])
+"""
+RUNNER = """
+import json, sys
+from tinytorch.milestone07.part_a import run_part_a
+r = run_part_a(sys.argv[1], cases=["fused_gelu/zeros", "tiled_matmul/multiple/tile64"], checks=False)
+print(json.dumps({"verdict": r.verdict, "statuses": [c.status for c in r.cases]}))
+"""
+
+
+def _as_nobody(shared: Path, impl: str, namespaces: bool) -> dict:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start a grader as uid 65534")
+    stage = shared / "stage"
+    stage.mkdir()
+    env = {**os.environ, contain.NAMESPACES_VAR: "1" if namespaces else "0", "HOME": str(shared)}
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", HARNESS,
+         str(ROOT / "tinytorch" / "milestone07"), str(stage), RUNNER, impl],
+        capture_output=True, text=True, timeout=120, check=False, cwd=shared, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["user-namespace", "no-namespace"])
+def test_an_unprivileged_grader_still_contains_the_child(shared: Path, namespaces: bool) -> None:
+    mark = f"NOBODY-{uuid.uuid4().hex}"
+    body = BASE.read_text() + textwrap.dedent(f"""
+    import os as _os, signal as _sig, subprocess as _sp
+    for _i in range(5):
+        _sp.Popen(["/bin/sh", "-c", "sleep 300; : {mark}"], start_new_session=True)
+    """)
+    if namespaces:  # only a pid namespace keeps a same-uid child from stopping the grader
+        body += "\nfor _p in (_os.getppid(), 1):\n    try:\n        _os.kill(_p, _sig.SIGSTOP)\n    except OSError:\n        pass\n"
+    impl = shared / "student.py"
+    impl.write_text(body)
+    impl.chmod(0o644)
+    got = _as_nobody(shared, str(impl), namespaces)
+    assert got == {"verdict": "PASS", "statuses": ["pass", "pass"]}
+    assert _pgrep(mark) == []
+
+
+def test_the_torch_worker_speaks_the_sandbox_protocol() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    from tinytorch.extensions.torch_worker import TorchWorker
+
+    worker = TorchWorker(timeout=120)
+    try:
+        assert worker.ok and worker.version, worker.reason
+        assert worker.box.isolation["session"]["active"]  # one child mechanism: the sandbox
+        assert worker.time({"op": "gemm", "n": 32, "threads": 1}) > 0
+        assert worker.ask({"op": "nope"}) == {"error": "unknown op 'nope'"}
+    finally:
+        worker.close()
+    assert not worker.ok
+
+
+GRADER = """
+import sys, time
+from tinytorch.milestone07.sandbox import Sandbox
+box = Sandbox(sys.argv[1])
+print(box.start()["status"], box.isolation["namespaces"]["active"], flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_killed_grader_takes_the_whole_child_tree_with_it(tmp_path: Path) -> None:
+    mark = f"PDEATH-{uuid.uuid4().hex}"
+    body = PROBE + textwrap.dedent(f"""
+    import subprocess
+    for _ in range(5):
+        subprocess.Popen(["/bin/sh", "-c", "sleep 300; : {mark}"], start_new_session=True)
+    """)
+    grader = subprocess.Popen(
+        [sys.executable, "-c", GRADER, _write(tmp_path, "spawner", body)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    status, in_namespace = grader.stdout.readline().split()
+    if in_namespace != "True":
+        grader.kill()
+        grader.wait()
+        pytest.skip(
+            "no pid namespace here: orphans that left the session outlive a SIGKILLed grader"
+        )
+    assert status == "ok" and _wait_for(mark, 5) >= 5
+    grader.kill()  # SIGKILL: no cleanup code runs in the grader
+    grader.wait()
+    for _ in range(100):
+        if not _pgrep(mark):
+            break
+        time.sleep(0.05)
+    assert _pgrep(mark) == []
+    stale = list(Path(tempfile.gettempdir()).glob(f"tt-sandbox-{grader.pid}-*"))
+    assert stale  # the SIGKILLed grader could not remove its folder ...
+    with Sandbox(None) as box:  # ... the next sandbox does
+        box.start()
+    assert not any(p.exists() for p in stale)
+
+
+def test_task_requests_take_a_registry_key_or_module_function() -> None:
+    with Sandbox(None) as box:
+        ok = box.request(
+            {"task": "tinytorch.milestone07.bench_tasks:simd_status", "kwargs": {}}, 120
+        )
+        assert ok["status"] == "ok" and isinstance(ok["value"], dict)
+        unknown = box.request({"task": "no_such_task", "kwargs": {}}, 30)
+        assert unknown == {"status": "raised", "error": "unknown task 'no_such_task'"}
+
+
+def test_blocked_dirs_names_the_first_folder_others_cannot_enter(shared: Path) -> None:
+    private = shared / "home"
+    (private / "py" / "lib").mkdir(parents=True)
+    private.chmod(0o700)
+    (shared / "open" / "lib").mkdir(parents=True)
+    got = contain.blocked_dirs([str(private / "py" / "lib"), str(shared / "open" / "lib")])
+    assert got == {str(private): {"py"}}

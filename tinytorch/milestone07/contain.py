@@ -1,0 +1,398 @@
+"""Containment of a sandbox child: namespaces, a dropped uid, limits, and killing its whole tree.
+
+Layers (each reported in `Sandbox.isolation` as active or not, and why):
+- session: the child leads its own session and process group (always).
+- subreaper: the grader is a child subreaper (Linux prctl), so orphans come back to it.
+- pdeathsig: the child (and the `unshare` wrapper) die with SIGKILL when the grader dies (Linux).
+- namespaces: `unshare --pid --fork --net --mount-proc` (as root) or with `--user --map-root-user`
+  (unprivileged user namespaces): nothing outlives pid 1 of the namespace, and there is no network.
+  Refused (e.g. a container without CAP_SYS_ADMIN) or TINYTORCH_SANDBOX_NAMESPACES=0: off, and the
+  tree kill below does the work.
+- mounts: where Python lives under a folder others cannot enter (e.g. /root/.pyenv), the child's
+  own mount namespace covers that folder with a tmpfs exposing only what it needs; without a
+  mount namespace the uid drop is then skipped (reported).
+- uid: as root, the child drops to an unprivileged uid/gid (default 65534, `nobody`;
+  TINYTORCH_SANDBOX_UID / TINYTORCH_SANDBOX_GID) before it imports the student's module, with
+  no_new_privs; as a normal user it keeps its uid (off, "not root").
+- workdir and env: a fresh private folder holding a copy of the submission; a trimmed environment.
+- limits: RLIMIT_AS / CPU / FSIZE / NPROC, and no core dumps.
+The tree kill (`kill_tree`) finds what the child started by session, process group, ancestry and
+a per-sandbox token in the environment, SIGKILLs it all and reaps what was reparented to us.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LINUX = sys.platform.startswith("linux")
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+TOKEN_VAR = "TINYTORCH_SANDBOX_TOKEN"
+NAMESPACES_VAR = "TINYTORCH_SANDBOX_NAMESPACES"  # "0": do not try unshare (tests, odd hosts)
+KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
+KEEP_PREFIXES = ("LC_", "OMP_", "OPENBLAS_", "MKL_", "GOTO_", "TINYTORCH_", "KMP_")
+MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # sibling .py files copied next to a submission
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    """Resource limits set in the child before the student's module is imported (None: unset)."""
+
+    memory_bytes: int | None = 2 << 30  # RLIMIT_AS
+    cpu_seconds: int | None = 900  # RLIMIT_CPU, over the child's whole life
+    file_bytes: int | None = 64 << 20  # RLIMIT_FSIZE
+    processes: int | None = 256  # RLIMIT_NPROC beyond the uid's current count (+4 per CPU)
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def prctl(option: int, arg: int) -> tuple[bool, str]:
+    if not LINUX:
+        return False, "not Linux"
+    try:
+        rc = _libc().prctl(option, ctypes.c_ulong(arg), 0, 0, 0)
+    except (OSError, AttributeError) as exc:
+        return False, f"prctl unavailable: {exc}"
+    if rc != 0:
+        return False, os.strerror(ctypes.get_errno())
+    return True, "set"
+
+
+_SUBREAPER: tuple[bool, str] | None = None
+
+
+def become_subreaper() -> tuple[bool, str]:
+    """Make this process (the grader) a child subreaper, once."""
+    global _SUBREAPER
+    if _SUBREAPER is None:
+        _SUBREAPER = prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return _SUBREAPER
+
+
+_NAMESPACES: tuple[list[str], str] | None = None
+
+
+def namespace_prefix() -> tuple[list[str], str]:
+    """(command prefix, why) for new pid + net namespaces; ([], why not) where refused."""
+    global _NAMESPACES
+    if _NAMESPACES is not None:
+        return _NAMESPACES
+    if os.environ.get(NAMESPACES_VAR, "1") == "0":
+        _NAMESPACES = [], f"turned off ({NAMESPACES_VAR}=0)"
+        return _NAMESPACES
+    unshare = shutil.which("unshare")
+    if not LINUX or unshare is None:
+        _NAMESPACES = [], "no unshare command" if LINUX else "not Linux"
+        return _NAMESPACES
+    base = [unshare, "--pid", "--fork", "--kill-child", "--net", "--mount-proc"]
+    tries = [base] if os.geteuid() == 0 else []
+    tries.append(base[:1] + ["--user", "--map-root-user"] + base[1:])
+    why = ""
+    for prefix in tries:
+        try:
+            done = subprocess.run(
+                [*prefix, "true"],
+                check=False,
+                capture_output=True,
+                timeout=10,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = f"unshare failed: {exc}"
+            continue
+        if done.returncode == 0:
+            user = "--user" in prefix
+            _NAMESPACES = prefix, "pid+net namespaces" + (" in a user namespace" if user else "")
+            return _NAMESPACES
+        why = "unshare refused: " + done.stderr.decode(errors="replace").strip()[-200:]
+    _NAMESPACES = [], why
+    return _NAMESPACES
+
+
+def pdeath_prefix() -> list[str]:
+    """`setpriv --pdeathsig KILL --` where available: the wrapper dies with the grader."""
+    setpriv = shutil.which("setpriv") if LINUX else None
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
+def sandbox_ids() -> tuple[int, int] | None:
+    """(uid, gid) to drop to when the grader is root; None as a normal user."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    uid = int(os.environ.get("TINYTORCH_SANDBOX_UID", "65534"))
+    gid = int(os.environ.get("TINYTORCH_SANDBOX_GID", str(uid)))
+    return uid, gid
+
+
+def child_env(
+    extra: dict[str, str], home: str, token: str, pythonpath: str, *, trim: bool = True
+) -> dict[str, str]:
+    """A trimmed environment (no inherited secrets, only what Python and BLAS need); with
+    trim=False (no student code in the child) the grader's own, with its import path."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not trim or k in KEEP_ENV or k.startswith(KEEP_PREFIXES) and k != TOKEN_VAR
+    }
+    env.setdefault("PATH", os.defpath)
+    if trim:
+        env.update(HOME=home, TMPDIR=home, PYTHONNOUSERSITE="1")
+    env["PYTHONPATH"] = pythonpath
+    env.update(extra)
+    env[TOKEN_VAR] = token
+    return env
+
+
+def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str, str | None]:
+    """(root, workdir, impl path inside it): a fresh folder, the submission copied in.
+
+    root is an empty folder the child starts in; workdir (owned by the sandbox uid) holds a copy
+    of the student's .py file and its sibling .py files."""
+    _sweep_stale()
+    root = tempfile.mkdtemp(prefix=f"tt-sandbox-{os.getpid()}-")
+    os.chmod(root, 0o711)
+    work = os.path.join(root, "work")
+    os.mkdir(work, 0o700)
+    copied = None
+    if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: copied
+        src = Path(impl).resolve()
+        siblings = sorted(p for p in src.parent.glob("*.py") if p != src)[:MAX_COPY_FILES]
+        budget = MAX_COPY_BYTES
+        for path in [src, *siblings]:
+            with contextlib.suppress(OSError):
+                size = path.stat().st_size
+                if path is src or size <= budget:
+                    shutil.copyfile(path, os.path.join(work, path.name))
+                    budget -= size
+        copied = os.path.join(work, src.name)
+    if ids is not None:
+        for dirpath, _dirs, files in os.walk(work):
+            os.chown(dirpath, *ids)
+            for f in files:
+                os.chown(os.path.join(dirpath, f), *ids)
+    return root, work, copied
+
+
+def _sweep_stale() -> None:
+    """Remove the folders of graders that died without cleaning up (SIGKILL)."""
+    for path in Path(tempfile.gettempdir()).glob("tt-sandbox-*-*"):
+        pid = path.name.split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid() or path.is_symlink():
+            continue
+        with contextlib.suppress(OSError):
+            if path.lstat().st_uid != os.geteuid():  # not one of ours (planted by a child?)
+                continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def remove_dir(root: str) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- the tree kill (parent side) --------------------------------------------------------------
+def _stat(pid: int) -> tuple[int, int, int, str] | None:
+    """(ppid, pgid, sid, state) from /proc/PID/stat."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode()
+
+
+def _has_token(pid: int, token: bytes) -> bool:
+    try:
+        return token in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+def _members(root_pid: int, token: str) -> set[int]:
+    """Every live process that belongs to the child rooted at root_pid (Linux /proc)."""
+    mark = f"{TOKEN_VAR}={token}".encode()
+    table: dict[int, tuple[int, int, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st is not None:
+                table[int(entry)] = st
+    me = os.getpid()
+    found = {root_pid} if root_pid in table else set()
+    for pid, (_ppid, pgid, sid, _state) in table.items():
+        if pid != me and (sid == root_pid or pgid == root_pid or _has_token(pid, mark)):
+            found.add(pid)
+    grew = True
+    while grew:  # descendants of anything found
+        grew = False
+        for pid, (ppid, *_rest) in table.items():
+            if ppid in found and pid not in found and pid != me:
+                found.add(pid)
+                grew = True
+    return found
+
+
+def kill_tree(proc: subprocess.Popen, token: str) -> None:
+    """SIGKILL the child and everything it started; reap what was reparented to the grader.
+
+    Repeats until a scan of /proc finds nothing of the child's alive (a fork racing the kill)."""
+    pid, me = proc.pid, os.getpid()
+    scan = LINUX and os.path.isdir("/proc")
+    for _round in range(50):
+        members = _members(pid, token) if scan else set()
+        for target in members:
+            with contextlib.suppress(OSError):
+                os.kill(target, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+        alive = False
+        for target in members - {pid}:
+            st = _stat(target)
+            if st is None:
+                continue
+            if st[0] == me:  # an orphan that came back to us (subreaper): reap it
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(target, 0)
+            elif st[3] != "Z":
+                alive = True
+        if not alive:
+            return
+        time.sleep(0.01)
+
+
+# ---- child side -------------------------------------------------------------------------------
+def set_limits(limits: ChildLimits, uid: int | None) -> dict[str, Any]:
+    """Set the child's rlimits (call before the student's module is imported)."""
+    import resource
+
+    done: dict[str, Any] = {}
+
+    def cap(name: str, which: int, value: int | None) -> None:
+        if value is None:
+            done[name] = "unset"
+            return
+        try:
+            resource.setrlimit(which, (value, value))
+            done[name] = value
+        except (ValueError, OSError) as exc:
+            done[name] = f"refused: {exc}"
+
+    cap("core", resource.RLIMIT_CORE, 0)
+    cap("memory_bytes", resource.RLIMIT_AS, limits.memory_bytes)
+    cap("cpu_seconds", resource.RLIMIT_CPU, limits.cpu_seconds)
+    cap("file_bytes", resource.RLIMIT_FSIZE, limits.file_bytes)
+    procs = limits.processes
+    if procs is not None and LINUX:  # counted per real uid: room beyond what that uid runs now
+        procs += _count_processes(os.getuid() if uid is None else uid) + 4 * (os.cpu_count() or 1)
+    if hasattr(resource, "RLIMIT_NPROC"):
+        cap("processes", resource.RLIMIT_NPROC, procs)
+    return done
+
+
+def _count_processes(uid: int) -> int:
+    n = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    n += len(os.listdir(f"/proc/{entry}/task"))
+    return n
+
+
+def drop_privileges(ids: tuple[int, int] | None) -> tuple[bool, str]:
+    """no_new_privs, then (as root) setgroups([]) + setgid + setuid; the result for the report."""
+    nnp, why = prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if ids is None:
+        return False, f"the grader is not root (no_new_privs {why})"
+    uid, gid = ids
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise OSError(f"setuid({uid}) did not take")
+    return True, f"uid {uid}, gid {gid}" + (", no_new_privs" if nnp else f" (no_new_privs {why})")
+
+
+MS_BIND, MS_REC = 4096, 16384
+
+
+def needed_paths(package_dir: str) -> list[str]:
+    """Folders the child must still read after the uid drop: Python, its import path, ours."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, package_dir}
+    paths.update(p for p in sys.path if p and os.path.isdir(p))
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
+    return sorted(os.path.realpath(p) for p in paths)
+
+
+def blocked_dirs(paths: list[str]) -> dict[str, set[str]]:
+    """{folder others cannot enter: {its entries on the way to a needed path}}."""
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        parts = Path(path).parts
+        for i in range(1, len(parts)):
+            folder = str(Path(*parts[:i]))
+            try:
+                mode = os.stat(folder).st_mode
+            except OSError:
+                break
+            if not mode & 0o001:
+                out.setdefault(folder, set()).add(parts[i])
+                break
+    return out
+
+
+def expose(blocked: dict[str, set[str]], stage: str) -> tuple[bool, str]:
+    """In our own mount namespace (as root): cover each blocked folder with an empty tmpfs that
+    others may enter, holding bind mounts of only the entries the child needs (e.g. /root/.pyenv
+    under /root): the interpreter stays readable after the uid drop; the rest stays hidden."""
+    libc = _libc()
+
+    def mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) -> None:
+        args = [s.encode() if s is not None else None for s in (src, dst, fstype)]
+        rc = libc.mount(*args, ctypes.c_ulong(flags), data.encode() if data else None)
+        if rc != 0:
+            raise OSError(
+                ctypes.get_errno(), f"mount {src} on {dst}: {os.strerror(ctypes.get_errno())}"
+            )
+
+    try:
+        for n, (folder, entries) in enumerate(sorted(blocked.items())):
+            staged = []
+            for m, entry in enumerate(sorted(entries)):
+                src = os.path.join(folder, entry)
+                dst = os.path.join(stage, f"{n}-{m}")
+                os.makedirs(dst, exist_ok=True)
+                mount(src, dst, None, MS_BIND | MS_REC, None)
+                staged.append((entry, dst))
+            mount("tmpfs", folder, "tmpfs", 0, "mode=0755,size=64k")
+            for entry, dst in staged:
+                os.makedirs(os.path.join(folder, entry), exist_ok=True)
+                mount(dst, os.path.join(folder, entry), None, MS_BIND | MS_REC, None)
+    except OSError as exc:
+        return False, str(exc)
+    return True, "exposed " + ", ".join(
+        f"{f}/{{{','.join(sorted(e))}}}" for f, e in blocked.items()
+    )
