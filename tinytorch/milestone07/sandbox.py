@@ -89,7 +89,9 @@ def _int_list(value: Any, cap: int) -> bool:
 
 
 def _load_validator(msg: dict[str, Any], declared: list) -> None:
-    allowed = {"status", "error", "functions", "origins", "imports_reference", "file", "layers"}
+    allowed = {
+        "status", "error", "functions", "origins", "imports_reference", "file", "layers", "stubs",
+    }  # fmt: skip
     if declared or not msg.keys() <= allowed or msg.get("status") not in LOAD_STATUSES:
         raise wire.ProtocolError("malformed load info")
     _text(msg, "error")
@@ -102,6 +104,11 @@ def _load_validator(msg: dict[str, Any], declared: list) -> None:
             raise wire.ProtocolError(f"'{key}' holds something other than short strings")
     if not isinstance(msg.get("imports_reference", False), bool):
         raise wire.ProtocolError("'imports_reference' is not a bool")
+    stubs = msg.get("stubs", [])
+    if not (isinstance(stubs, list) and len(stubs) <= 64):
+        raise wire.ProtocolError("'stubs' is not a short list")
+    if not all(isinstance(v, str) and len(v) <= 200 for v in stubs):
+        raise wire.ProtocolError("'stubs' holds something other than short strings")
 
 
 def _task_validator(msg: dict[str, Any], declared: list) -> None:
