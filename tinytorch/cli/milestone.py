@@ -2,6 +2,7 @@
 
     tito milestone list
     tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b] [--timeout S]
+                          [--grading] [--budget S] [--memory-limit MB]
 
 Exit status: 0 PASS, 1 NOT PASSED or INCOMPLETE, 2 usage error.
 """
@@ -35,9 +36,12 @@ def resolve(name: str) -> str | None:
 def run_milestone(
     impl: str,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     timeout: float = 5.0,
     part_b: bool = True,
+    grading: bool = False,
+    budget: float | None = None,
+    memory_limit: int | None = None,
     json_path: str | None = None,
     sizes: str = "default",
     out: TextIO | None = None,
@@ -46,7 +50,14 @@ def run_milestone(
     from tinytorch.milestone07 import render_part_a, render_part_b, run_part_a, run_part_b, to_json
 
     out = out or sys.stdout
-    a = run_part_a(impl, seed=seed, timeout=timeout)
+    a = run_part_a(
+        impl,
+        seed=seed,
+        timeout=timeout,
+        grading=grading,
+        budget=budget,
+        memory_limit=memory_limit,
+    )
     print(render_part_a(a), file=out, flush=True)
     b = None
     if part_b:
@@ -78,6 +89,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _megabytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole megabytes, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 MB, got {text!r}")
+    return value
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of a milestone run (shared with milestones/07_2024_kernels/01_custom_kernels.py)."""
     from tinytorch.milestone07 import DEFAULT_IMPL
@@ -89,7 +110,31 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help=f"your Module 17: a module name or a path to a .py file (default {DEFAULT_IMPL})",
     )
     p.add_argument("--json", metavar="PATH", help="also write the result as JSON (for graders)")
-    p.add_argument("--seed", type=int, default=0, help="data seed (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="data seed (default 0; with --grading a fresh secret one, printed after the run)",
+    )
+    p.add_argument(
+        "--grading",
+        action="store_true",
+        help="grading mode: a fresh secret seed and hidden cases besides the published 30",
+    )
+    p.add_argument(
+        "--budget",
+        type=_positive,
+        default=None,
+        metavar="S",
+        help="wall-clock seconds for the whole of Part A; past it the remaining cases time out",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=_megabytes,
+        default=None,
+        metavar="MB",
+        help="address-space limit of the student's process, in MB",
+    )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
         "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
@@ -105,6 +150,9 @@ def _run_parsed(args: argparse.Namespace) -> int:
         seed=args.seed,
         timeout=args.timeout,
         part_b=not args.no_part_b,
+        grading=args.grading,
+        budget=args.budget,
+        memory_limit=args.memory_limit,
         json_path=args.json,
         sizes=args.part_b_sizes,
     )

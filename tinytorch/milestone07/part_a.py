@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -84,25 +86,57 @@ def verdict_of(cases: list[CaseResult], checks: list[CheckResult], missing: list
     return "NOT_PASSED"
 
 
+def resolve_seed(seed: int | None, grading: bool) -> int:
+    """The data seed: as given; else 0 in practice (reproducible), a fresh secret one when grading."""
+    if seed is None:
+        return secrets.randbits(63) if grading else 0
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"run_part_a: seed must be an int >= 0 or None, got {seed!r}")
+    return seed
+
+
+def open_sandbox(impl: str, *, grading: bool, memory_limit: int | None) -> Sandbox:
+    """A Sandbox in the given mode, with the memory limit (MB) where the Sandbox takes limits."""
+    accepts = inspect.signature(Sandbox).parameters
+    if "grading" not in accepts:  # a Sandbox before K1's grading/limits: run it as it is
+        return Sandbox(impl)
+    limits = None if memory_limit is None else {"memory_mb": int(memory_limit)}
+    return Sandbox(impl, grading=grading, limits=limits)
+
+
 def run_part_a(
     impl: str = DEFAULT_IMPL,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     timeout: float = 5.0,
     cases: Sequence[str] | None = None,
     checks: bool = True,
+    grading: bool = False,
+    budget: float | None = None,
+    memory_limit: int | None = None,
 ) -> PartAResult:
-    """Grade `impl` (a module name or a .py path). Never raises for student misbehaviour."""
+    """Grade `impl` (a module name or a .py path). Never raises for student misbehaviour.
+
+    Practice (grading=False): seed 0 unless given, the published cases only. Grading: a fresh
+    secret seed (recorded in the result), hidden cases besides the published ones.
+    """
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"run_part_a: timeout must be a number of seconds > 0, got {timeout!r}")
+    if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
+        raise ValueError(f"run_part_a: budget must be seconds > 0 or None, got {budget!r}")
+    if memory_limit is not None and not (isinstance(memory_limit, int) and memory_limit > 0):
+        raise ValueError(f"run_part_a: memory_limit must be MB > 0 or None, got {memory_limit!r}")
+    seed = resolve_seed(seed, grading)
     selected = select_cases(cases)
     start = time.perf_counter()
-    with Sandbox(impl) as box:
+    with open_sandbox(impl, grading=grading, memory_limit=memory_limit) as box:
         info = box.start()
         done = _graded_run(
             box, info, selected, impl, seed=seed, timeout=float(timeout), checks=checks
         )
         done.restarts = box.restarts
+        done.isolation = dict(getattr(box, "isolation", None) or {})
+    done.grading = bool(grading)
     done.seconds = time.perf_counter() - start
     return done
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-VERDICTS = ("PASS", "NOT_PASSED", "INCOMPLETE")
+VERDICTS = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")  # ERROR: the grader itself failed
 CASE_STATUSES = ("pass", "fail", "error", "timeout", "crash", "incomplete")
 CHECK_STATUSES = ("pass", "fail", "not_observed", "error", "timeout", "crash", "incomplete")
 BENCH_STATUSES = ("ok", "unavailable", "mismatch", "wrong", "error", "timeout")
@@ -55,6 +55,10 @@ class PartAResult:
     seconds: float
     timeout: float = 5.0
     restarts: int = 0  # child processes restarted after a timeout or crash
+    hidden: list[CaseResult] = field(default_factory=list)  # grading mode: the "hidden/..." cases
+    grading: bool = False  # grading mode: a secret seed and hidden cases
+    isolation: dict = field(default_factory=dict)  # the Sandbox's layers: {layer: {active, why}}
+    warnings: list[str] = field(default_factory=list)  # reported, never the verdict
 
     def passed(self) -> int:
         """Number of gate cases passed."""
