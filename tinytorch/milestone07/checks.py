@@ -26,6 +26,25 @@ def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
     return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn])
 
 
+NOT_OBSERVED_LESSON = (
+    "Multiply blocks of the Tensor's array with @ or np.matmul: A[i0:i1, k0:k1] @ "
+    "B[k0:k1, j0:j1] on a.data and b.data, so the audit can see every block product (a product "
+    "on a copy made with tolist(), view(np.ndarray), torch or native code cannot be verified)."
+)
+TAMPERED_LESSON = (
+    "Leave the grader's audit alone: it records the block products your kernel performs; "
+    "clearing, replacing or faking its records is a failure, not a faster kernel."
+)
+
+
+def tampered(reply: dict) -> str | None:
+    """What a reply says was tampered with (K1: the child verifies the audit before replying)."""
+    flag = reply.get("tampered") or (reply.get("error") if reply["status"] == "tampered" else None)
+    if not flag:
+        return None
+    return flag if isinstance(flag, str) else "the audit's functions or records were changed"
+
+
 def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
     """Every block product the student's tiled_matmul performs is at most tile_size on M, K and N."""
     name, fn = "tiling audit", "tiled_matmul"
@@ -39,6 +58,9 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
         reply = calls.call(fn, [a, b], {"tile_size": t}, label=f"audit {m}x{k}x{n}", audit=True)
+        if tampered(reply):
+            detail = f"tampering with the tiling audit on {m}x{k}x{n}/tile {t}: {tampered(reply)}"
+            return CheckResult(name, "fail", detail, TAMPERED_LESSON, [fn])
         if reply["status"] != "ok":
             return _broken(name, fn, reply, lesson)
         records = reply["records"]
@@ -58,9 +80,9 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
     if seen == 0:
         detail = (
             "no matrix product was observed (e.g. `@` on arrays copied out of the Tensor), so "
-            "tiling could not be verified"
+            "tiling could not be verified: an unverified kernel does not pass"
         )
-        return CheckResult(name, "not_observed", detail, "", [])
+        return CheckResult(name, "not_observed", detail, NOT_OBSERVED_LESSON, [fn])
     detail = f"{seen} block products observed, none larger than the tile"
     if unseen:
         detail += f"; nothing observed on {', '.join(unseen)}"
