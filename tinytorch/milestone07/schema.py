@@ -90,6 +90,7 @@ SCHEMA: dict[str, Any] = {
             "additionalProperties": {"type": "object", "required": ["active", "why"], "properties": {"active": {"type": "boolean"}, "why": _STR}},
         },
         "warnings": {"type": "array", "items": _STR},
+        "error": {"type": ["string", "null"]},
         "checks": {"type": "array", "items": _CHECK},
         "part_b": {
             "type": ["object", "null"],
@@ -138,6 +139,7 @@ def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> d
         "hidden_cases": [dataclasses.asdict(c) for c in a.hidden],
         "isolation": dict(a.isolation),
         "warnings": list(a.warnings),
+        "error": a.error,
         "checks": [dataclasses.asdict(c) for c in a.checks],
         "part_b": None
         if b is None
