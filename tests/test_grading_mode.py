@@ -6,9 +6,19 @@ import json
 from pathlib import Path
 
 import pytest
+from test_milestone_mutants import ALTERNATIVES, MUTANTS, mutate
 
 from tinytorch.cli.main import main
-from tinytorch.milestone07 import SCHEMA_VERSION, run_part_a, to_json, validate
+from tinytorch.milestone07 import (
+    CASES,
+    GROUPS,
+    SCHEMA_VERSION,
+    render_part_a,
+    run_part_a,
+    to_json,
+    validate,
+)
+from tinytorch.milestone07.cases import hidden_cases
 from tinytorch.milestone07.part_a import resolve_seed
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
@@ -55,3 +65,90 @@ def test_cli_grading_flag_writes_a_secret_seed(tmp_path: Path) -> None:
 )
 def test_bad_budget_or_memory_limit_is_a_usage_error(extra: list[str]) -> None:
     assert main(["milestone", "run", "07", "--no-part-b", *extra]) == 2
+
+
+# ---- hidden cases -------------------------------------------------------------------------------
+def test_hidden_cases_are_named_seeded_ragged_and_never_published() -> None:
+    first, again, other = hidden_cases(1234), hidden_cases(1234), hidden_cases(99)
+    assert first == again and first != other  # the seed decides them, and only the seed
+    assert {c.group for c in first} == set(GROUPS)
+    assert all(c.name.startswith("hidden/" + c.group + "/") for c in first)
+    assert len({c.name for c in first}) == len(first)
+    published = [c.params for c in CASES]
+    for seed in range(50):
+        for case in hidden_cases(seed):
+            assert case.params not in published
+            if case.group == "tiled_matmul":
+                t = case.params["tile_size"]
+                sides = [case.params[a] for a in ("m", "k", "n")]
+                assert all(s == 1 or s % t for s in sides), case  # ragged on every axis
+                assert "x".join(map(str, sides)) in case.name and f"tile {t}" in case.title
+
+
+def test_hidden_tiles_and_shapes_vary_across_runs() -> None:
+    tiles = {c.params["tile_size"] for s in range(30) for c in hidden_cases(s, ["tiled_matmul"])}
+    assert len(tiles) > 15  # not a handful of fixed tiles a file could special-case
+    geoms = {
+        (tuple(c.params["x_shape"]), c.params["kernel_size"], c.params["stride"])
+        for s in range(30)
+        for c in hidden_cases(s, ["im2col_conv2d", "col2im"])
+    }
+    assert len(geoms) > 100
+
+
+def test_grading_run_grades_hidden_cases_and_reports_them_after_the_run() -> None:
+    graded = run_part_a(str(BASE), grading=True)
+    assert graded.verdict == "PASS" and graded.hidden
+    expected = [c.name for c in hidden_cases(graded.seed)]
+    assert [c.name for c in graded.hidden] == expected  # the recorded seed replays them
+    assert all(c.status == "pass" for c in graded.hidden)
+    doc = to_json(graded, None)
+    validate(doc)
+    assert [c["name"] for c in doc["hidden_cases"]] == expected
+    assert all("hidden:" in c["title"] for c in doc["hidden_cases"])  # shapes, in words
+    assert any(c["name"] == "own work" for c in doc["checks"])
+    practice = run_part_a(str(BASE))
+    assert practice.hidden == [] and not any(c.name == "own work" for c in practice.checks)
+
+
+def test_a_hidden_case_failure_alone_fails_the_verdict(tmp_path: Path) -> None:
+    # right on every published K, 1% off on any other: a bug no published case can see
+    published = sorted({c.params["k"] for c in CASES if c.group == "tiled_matmul"})
+    path = tmp_path / "k_limit.py"
+    path.write_text(
+        BASE.read_text()
+        + f"\nPUBLISHED_K = {published!r}\n"
+        + "_ok = tiled_matmul\n"
+        + "def tiled_matmul(a, b, tile_size=64):\n"
+        + "    out = _ok(a, b, tile_size)\n"
+        + "    if _arr(a).shape[1] not in PUBLISHED_K:\n"
+        + "        return Tensor(out.data * np.float32(1.01))\n"
+        + "    return out\n"
+    )
+    assert run_part_a(str(path)).verdict == "PASS"
+    graded = run_part_a(str(path), grading=True, seed=5)
+    failed = [c for c in graded.hidden if c.status == "fail"]
+    assert failed and graded.verdict == "NOT_PASSED"
+    assert all(c.blame == ["tiled_matmul"] and c.lesson for c in failed)
+    assert "hidden/" in render_part_a(graded)
+
+
+# ---- every earlier mutant and correct alternative keeps its verdict in grading mode ----------
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_mutants_are_caught_in_grading_mode(mutant, tmp_path: Path) -> None:
+    path = tmp_path / f"{mutant.name}.py"
+    path.write_text(mutate(mutant, BASE.read_text()))
+    result = run_part_a(str(path), timeout=10.0, grading=True)
+    assert result.verdict == "NOT_PASSED", mutant.name
+    assert result.blamed() == mutant.blame
+
+
+@pytest.mark.parametrize("name", sorted(ALTERNATIVES))
+def test_alternatives_pass_in_grading_mode(name: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{name}.py"
+    path.write_text(BASE.read_text() + ALTERNATIVES[name])
+    result = run_part_a(str(path), grading=True)
+    bad = [
+        (c.name, c.detail) for c in [*result.failing(), *result.hidden, *result.failing_checks()]
+    ]
+    assert result.verdict == "PASS", [b for b in bad if b]
