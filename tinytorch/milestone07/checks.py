@@ -26,11 +26,6 @@ def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
     return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn])
 
 
-NOT_OBSERVED_LESSON = (
-    "Multiply blocks of the Tensor's array with @ or np.matmul: A[i0:i1, k0:k1] @ "
-    "B[k0:k1, j0:j1] on a.data and b.data, so the audit can see every block product (a product "
-    "on a copy made with tolist(), view(np.ndarray), torch or native code cannot be verified)."
-)
 TAMPERED_LESSON = (
     "Leave the grader's audit alone: it records the block products your kernel performs; "
     "clearing, replacing or faking its records is a failure, not a faster kernel."
@@ -53,7 +48,7 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
         "one np.matmul of the whole matrices is not a tiled kernel."
     )
     rng = np.random.default_rng([seed, 17])
-    seen, worst, unseen = 0, None, []
+    seen, seen_slices, worst, unseen = 0, 0, None, []
     for m, k, n, t in AUDIT_PROBLEMS:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
@@ -63,9 +58,20 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
             return CheckResult(name, "fail", detail, TAMPERED_LESSON, [fn])
         if reply["status"] != "ok":
             return _broken(name, fn, reply, lesson)
-        records = reply["records"]
-        if not records:
-            unseen.append(f"{m}x{k}x{n}/tile {t}")
+        records = reply.get("records", [])
+        if not records:  # no product seen: judge the blocks a loop-based kernel sliced out
+            slices = reply.get("slices", [])
+            big = [s for s in slices if s and max(s) > t]
+            if big:
+                shape = "x".join(map(str, max(big, key=max)))
+                detail = (
+                    f"no block product observed, and a {shape} slice was taken on the "
+                    f"{m}x{k} @ {k}x{n} problem with tile_size={t}: larger than the tile"
+                )
+                return CheckResult(name, "fail", detail, lesson, [fn])
+            seen_slices += len(slices)
+            if not slices:
+                unseen.append(f"{m}x{k}x{n}/tile {t}")
             continue
         seen += len(records)
         for op, shapes in records:
@@ -77,12 +83,19 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
                 )
                 return CheckResult(name, "fail", detail, lesson, [fn])
             worst = dims if worst is None or max(dims) > max(worst) else worst
+    if seen == 0 and seen_slices and not unseen:
+        detail = f"no block product observed; {seen_slices} block slices, none larger than the tile"
+        return CheckResult(name, "pass", detail, "", [])
     if seen == 0:
         detail = (
-            "no matrix product was observed (e.g. `@` on arrays copied out of the Tensor), so "
-            "tiling could not be verified: an unverified kernel does not pass"
+            "no matrix product was observed (e.g. `@` on arrays copied out of the Tensor, or a "
+            "product through torch or the SIMD kernels), so tiling could not be verified"
         )
-        return CheckResult(name, "not_observed", detail, NOT_OBSERVED_LESSON, [fn])
+        unseen_lesson = (
+            "Multiply blocks of the Tensor's own array with `@` or np.matmul, e.g. "
+            "A[i0:i1, k0:k1] @ B[k0:k1, j0:j1], so the audit can see every tile."
+        )
+        return CheckResult(name, "not_observed", detail, unseen_lesson, [fn])
     detail = f"{seen} block products observed, none larger than the tile"
     if unseen:
         detail += f"; nothing observed on {', '.join(unseen)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import secrets
@@ -179,7 +180,11 @@ def open_sandbox(impl: str, *, grading: bool, memory_limit: int | None) -> Sandb
     accepts = inspect.signature(Sandbox).parameters
     if "grading" not in accepts:  # a Sandbox before K1's grading/limits: run it as it is
         return Sandbox(impl)
-    limits = None if memory_limit is None else {"memory_mb": int(memory_limit)}
+    limits = None
+    if memory_limit is not None:  # K1's limits (contain.ChildLimits): only the address space
+        from tinytorch.milestone07 import contain
+
+        limits = dataclasses.replace(contain.ChildLimits(), memory_bytes=int(memory_limit) << 20)
     return Sandbox(impl, grading=grading, limits=limits)
 
 
