@@ -201,6 +201,9 @@ WHOLE_MATMULS = {
 }
 
 
+TAMPERING = {"records_cleared", "record_replaced"}
+
+
 @pytest.mark.parametrize("name", sorted(WHOLE_MATMULS))
 def test_a_whole_matrix_matmul_fails_the_tiling_audit(name: str, tmp_path: Path) -> None:
     body = "\ndef tiled_matmul(a, b, tile_size=64):\n" + WHOLE_MATMULS[name]
@@ -208,8 +211,9 @@ def test_a_whole_matrix_matmul_fails_the_tiling_audit(name: str, tmp_path: Path)
     audit = next(c for c in result.checks if c.name == "tiling audit")
     assert not audit.ok and audit.status in ("fail", "not_observed"), audit
     assert audit.blame == ["tiled_matmul"] and audit.lesson
-    assert result.verdict == "NOT_PASSED" and result.passed() == 30
-    assert result.blamed() == {"tiled_matmul"}
+    assert result.verdict == "NOT_PASSED" and "tiled_matmul" in result.blamed()
+    if name not in TAMPERING:  # K1's guard fails every reply after tampering, not just the audit
+        assert result.passed() == 30 and result.blamed() == {"tiled_matmul"}
 
 
 class _Replies:
@@ -225,7 +229,7 @@ class _Replies:
 def test_a_reply_flagged_tampered_is_a_named_audit_failure() -> None:
     ok = {"status": "ok", "output": np.zeros((2, 2), np.float32), "records": []}
     got = tiling_audit(_Replies({**ok, "tampered": "audit.RECORDS was replaced"}), 0)
-    assert got.status == "fail" and "tampering" in got.detail and "RECORDS" in got.detail
+    assert got.status == "fail" and "tampered with" in got.detail and "RECORDS" in got.detail
     assert "audit" in got.lesson and got.blame == ["tiled_matmul"]
     forged = {**ok, "records": [("matmul", ((7, 7), (7, 7)))], "tampered": True}
     assert not tiling_audit(_Replies(forged), 0).ok

@@ -92,8 +92,8 @@ def test_a_stale_pass_is_replaced_by_the_runs_own_verdict(tmp_path: Path) -> Non
 def test_a_child_writing_pass_into_the_json_path_is_overwritten(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     cheat = tmp_path / "cheat.py"
-    cheat.write_text(
-        f"open({str(path)!r}, 'w').write({STALE_PASS!r})\n"
+    cheat.write_text(  # K1's child cannot write there at all: then the attempt is all it is
+        f"try:\n    open({str(path)!r}, 'w').write({STALE_PASS!r})\nexcept OSError:\n    pass\n"
         "def tiled_matmul(a, b, tile_size=64):\n"
         "    raise NotImplementedError\n"
     )

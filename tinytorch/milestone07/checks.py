@@ -54,7 +54,8 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
         b = rng.standard_normal((k, n)).astype(np.float32)
         reply = calls.call(fn, [a, b], {"tile_size": t}, label=f"audit {m}x{k}x{n}", audit=True)
         if tampered(reply):
-            detail = f"tampering with the tiling audit on {m}x{k}x{n}/tile {t}: {tampered(reply)}"
+            where = f"{m}x{k} @ {k}x{n}, tile_size={t}"
+            detail = f"{fn}: the grader's audit was tampered with: {tampered(reply)} ({where})"
             return CheckResult(name, "fail", detail, TAMPERED_LESSON, [fn])
         if reply["status"] != "ok":
             return _broken(name, fn, reply, lesson)
