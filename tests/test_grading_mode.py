@@ -152,3 +152,63 @@ def test_alternatives_pass_in_grading_mode(name: str, tmp_path: Path) -> None:
         (c.name, c.detail) for c in [*result.failing(), *result.hidden, *result.failing_checks()]
     ]
     assert result.verdict == "PASS", [b for b in bad if b]
+
+
+def test_memory_limit_is_recorded_in_the_isolation_section() -> None:
+    result = run_part_a(str(BASE), cases=["fused_gelu/zeros"], checks=False, memory_limit=1500)
+    limits = result.isolation.get("limits")
+    assert limits is not None and isinstance(limits["active"], bool)
+    assert "1500" in limits["why"] or limits["active"]  # K1's Sandbox applies it and says so
+    validate(to_json(result, None))
+
+
+# ---- tito grade: grading mode by default, --practice turns it off ----------------------------
+def _fixture(tmp_path: Path, params: str) -> Path:
+    import nbformat
+
+    from tinytorch.grading.record import VERDICT_MIME
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    record = (
+        "from tinytorch.grading.record import show\n"
+        f"show({{{VERDICT_MIME!r}: {{'verdict': 'PASS', 'grading': globals().get('GRADING'), "
+        "'seed': 7, 'cases': [], 'hidden_cases': [{'name': 'hidden/x', 'status': 'pass'}], "
+        "'checks': []}, 'text/plain': 'v'})\n"
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(record),
+    ]
+    path = tmp_path / "fixture.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.timeout(180)
+def test_tito_grade_injects_grading_unless_practice(tmp_path: Path) -> None:
+    import nbformat
+
+    nb, report, executed = (
+        _fixture(tmp_path, "GRADING = False\n"),
+        tmp_path / "r.json",
+        tmp_path / "e.ipynb",
+    )
+    base = ["grade", str(nb), "--report", str(report), "--executed", str(executed)]
+    assert main(base) == 0
+    doc = json.loads(report.read_text())
+    assert doc["grading"] is True and doc["warnings"] == [] and doc["seed"] == 7
+    assert doc["hidden_cases"] == [{"name": "hidden/x", "status": "pass"}]
+    assert "GRADING = True" in nbformat.read(executed, as_version=4).cells[1].source
+    assert main([*base, "--practice"]) == 0
+    doc = json.loads(report.read_text())
+    assert doc["grading"] is False and doc["warnings"] == []
+    assert "GRADING = False" in nbformat.read(executed, as_version=4).cells[1].source
+    bare = _fixture(tmp_path, "IMPL = 'x'\n")  # a notebook that takes no GRADING
+    assert main(["grade", str(bare), "--report", str(report)]) == 0
+    doc = json.loads(report.read_text())
+    assert any("practice mode" in w for w in doc["warnings"])

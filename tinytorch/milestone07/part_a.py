@@ -229,6 +229,9 @@ def run_part_a(
             )
             done.restarts = box.restarts
             done.isolation = dict(getattr(box, "isolation", None) or {})
+        if memory_limit is not None and "limits" not in done.isolation:  # recorded, not applied
+            why = f"--memory-limit {memory_limit} MB asked for; this Sandbox sets no limits"
+            done.isolation["limits"] = {"active": False, "why": why}
     except Exception as exc:  # noqa: BLE001 (a bug of ours: the result says ERROR, never a traceback)
         done = error_result(impl, seed, selected, float(timeout), exc)
     done.grading = bool(grading)
