@@ -212,3 +212,34 @@ def test_tito_grade_injects_grading_unless_practice(tmp_path: Path) -> None:
     assert main(["grade", str(bare), "--report", str(report)]) == 0
     doc = json.loads(report.read_text())
     assert any("practice mode" in w for w in doc["warnings"])
+
+
+def test_the_packages_own_module_is_not_graded_as_its_own_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tinytorch.milestone07 import part_a
+
+    real = part_a.open_sandbox
+
+    class Reported:  # what K1's child says of tinytorch.perf.acceleration: the reference's code
+        def __init__(self, box: object) -> None:
+            self.box = box
+
+        def __enter__(self) -> Reported:  # noqa: PYI034
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.box.close()
+
+        def start(self) -> dict:
+            return {**self.box.start(), "origins": dict.fromkeys(part_a.FUNCTIONS, "reference")}
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.box, name)
+
+    monkeypatch.setattr(part_a, "open_sandbox", lambda impl, **kw: Reported(real(impl, **kw)))
+    practice = run_part_a(cases=["fused_gelu/zeros"], checks=False)
+    assert practice.verdict == "PASS" and practice.warnings == []  # a student edition's own file
+    graded = run_part_a(cases=["fused_gelu/zeros"], checks=False, grading=True)
+    assert graded.verdict == "NOT_PASSED"
+    assert next(c for c in graded.checks if c.name == "own work").status == "fail"
