@@ -81,7 +81,8 @@ def run_milestone(
     except Exception as exc:  # noqa: BLE001 (a grader bug: verdict ERROR, never a bare traceback)
         doc = _error_document(impl, seed, grading, timeout, exc)
         print(f"tito milestone: {doc.get('error')}", file=sys.stderr)
-    code = exit_code(str(doc.get("verdict")))
+    code = exit_code(str(doc.get("verdict")))  # from the milestone document, before any
+    # conversion to another format (e.g. PrairieLearn's), which only changes what the file holds
     if target is not None:
         try:
             target.publish_json(doc)
