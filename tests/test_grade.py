@@ -85,7 +85,7 @@ def test_a_passing_notebook_exits_0_with_cases_cells_and_environment(tmp_path):
     assert report["passed"] == report["total"] == 2  # the summary's cases replace the early ones
     assert [c["status"] for c in report["cells"]] == ["markdown"] + ["ok"] * 4
     assert all(c["seconds"] >= 0 for c in report["cells"])
-    assert report["environment"]["numpy"] and report["schema_version"] == 1
+    assert report["environment"]["numpy"] and report["schema_version"] == 2
     assert "inside the widget" in _output_widget_text(executed)
 
 

@@ -218,7 +218,8 @@ def test_audit_says_not_observed_when_it_cannot_see(tmp_path: Path) -> None:
     result = run_part_a(_module(tmp_path, "opaque", body))
     audit = next(c for c in result.checks if c.name == "tiling audit")
     assert audit.status == "not_observed" and "could not be verified" in audit.detail
-    assert result.verdict == "PASS"  # reported, not failed: nothing wrong was seen
+    assert not audit.ok and "np.matmul" in audit.lesson and audit.blame == ["tiled_matmul"]
+    assert result.verdict == "NOT_PASSED"  # issue 9: what the audit cannot see does not pass
 
 
 def test_check_matmul_grid_is_shape_major(tmp_path: Path) -> None:

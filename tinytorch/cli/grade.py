@@ -1,6 +1,8 @@
 """`tito grade`: execute the milestone notebook headless against an implementation and grade it.
 
-Exit codes: 0 pass, 1 not passed or incomplete, 2 usage, 3 a cell raised, 4 timeout, 5 dead kernel.
+Exit codes: 0 pass, 1 not passed or incomplete, 2 usage, 3 a cell raised, 4 timeout, 5 dead kernel,
+6 ERROR (the grader itself failed; the --report file still says so).
+Grading mode (a secret seed, hidden cases) is the default; --practice turns it off.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def parse_param(text: str) -> tuple[str, object]:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: nbclient/nbformat cost ~1 s, which every other tito command should not pay.
-    from tinytorch.grading.grade import USAGE, UsageError, grade
+    from tinytorch.grading.grade import ERROR, USAGE, UsageError, grade
+    from tinytorch.milestone07.resultfile import ResultFileError
 
     try:
         params = dict(parse_param(p) for p in args.param)
@@ -36,10 +39,14 @@ def _run(args: argparse.Namespace) -> int:
             report=args.report,
             executed=args.executed,
             timeout=args.timeout,
+            grading=not args.practice,
         )
     except UsageError as exc:
         print(f"tito grade: {exc}", file=sys.stderr)
         return USAGE
+    except ResultFileError as exc:  # the run finished but its result could not be published
+        print(f"tito grade: {exc}", file=sys.stderr)
+        return ERROR
     where = (
         f" (cell {result['error']['cell']}: {result['error']['ename']})" if result["error"] else ""
     )
@@ -51,7 +58,9 @@ def _run(args: argparse.Namespace) -> int:
         for line in result["missing"]:
             print(f"  TODO       {line}")
         return code
-    for case in result["cases"]:
+    for line in result.get("warnings", []):
+        print(f"  WARNING    {line}")
+    for case in [*result["cases"], *result.get("hidden_cases", [])]:
         if case.get("status") != "pass":
             print(
                 f"  {case.get('status', '?').upper():<10} {case['name']}: {case.get('detail', '')}"
@@ -66,7 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Execute NOTEBOOK with nbclient against an implementation of Module 17 and grade it. "
             "Exit codes: 0 pass, 1 not passed or incomplete, 2 usage error, 3 a cell raised, "
-            "4 timeout, 5 dead kernel."
+            "4 timeout, 5 dead kernel, 6 ERROR (the grader itself failed). Grading mode (a "
+            "secret seed and hidden cases) is the default; --practice turns it off."
         ),
     )
     p.add_argument(
@@ -81,6 +91,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="module name or path to a student's .py file (default: the notebook's parameter)",
     )
     p.add_argument("--report", metavar="report.json", help="write the JSON report here")
+    p.add_argument(
+        "--practice",
+        action="store_true",
+        help="practice mode: seed 0 and the published cases only (default: grading mode)",
+    )
     p.add_argument("--executed", metavar="out.ipynb", help="write the executed notebook here")
     p.add_argument(
         "--timeout",

@@ -2,14 +2,15 @@
 
     tito milestone list
     tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b] [--timeout S]
+                          [--grading] [--budget S] [--memory-limit MB]
 
-Exit status: 0 PASS, 1 NOT PASSED or INCOMPLETE, 2 usage error.
+Exit status: 0 PASS, 1 NOT PASSED or INCOMPLETE, 2 usage error, 3 ERROR (the grader itself failed;
+the --json file still says so).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TextIO
 
@@ -21,7 +22,8 @@ MILESTONES = {
         "needs": "Modules 01, 06, 09, 14, 17",
     },
 }
-EXIT_PASS, EXIT_NOT_PASSED, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_NOT_PASSED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+DEFAULT_BUDGET_S = 300.0  # wall-clock seconds for the whole of Part A
 
 
 def resolve(name: str) -> str | None:
@@ -32,40 +34,118 @@ def resolve(name: str) -> str | None:
     return None
 
 
+class _UsageError(ValueError):
+    """A bad argument found by run_part_a: exit 2, no result file."""
+
+
+def exit_code(verdict: str) -> int:
+    """The exit status of a verdict: the one mapping, so the code and the result file agree."""
+    codes = {"PASS": EXIT_PASS, "NOT_PASSED": EXIT_NOT_PASSED, "INCOMPLETE": EXIT_NOT_PASSED}
+    return codes.get(verdict, EXIT_ERROR)
+
+
 def run_milestone(
     impl: str,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     timeout: float = 5.0,
     part_b: bool = True,
+    grading: bool = False,
+    budget: float | None = DEFAULT_BUDGET_S,
+    memory_limit: int | None = None,
     json_path: str | None = None,
     sizes: str = "default",
     out: TextIO | None = None,
 ) -> int:
-    """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code."""
-    from tinytorch.milestone07 import render_part_a, render_part_b, run_part_a, run_part_b, to_json
+    """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code.
+
+    The --json file is removed before any student code runs and published (tmp file + rename)
+    after every student process is gone. A bug of the grader's own ends in verdict ERROR, exit 3,
+    with the file written all the same.
+    """
+    from tinytorch.milestone07.resultfile import ResultFile, ResultFileError
 
     out = out or sys.stdout
-    a = run_part_a(impl, seed=seed, timeout=timeout)
+    target = None
+    if json_path:
+        try:
+            target = ResultFile(json_path, what="--json").claim()
+        except ResultFileError as exc:
+            print(f"tito milestone: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        doc = _graded(impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out)
+    except _UsageError as exc:
+        print(f"tito milestone: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 (a grader bug: verdict ERROR, never a bare traceback)
+        doc = _error_document(impl, seed, grading, timeout, exc)
+        print(f"tito milestone: {doc.get('error')}", file=sys.stderr)
+    code = exit_code(str(doc.get("verdict")))  # from the milestone document, before any
+    # conversion to another format (e.g. PrairieLearn's), which only changes what the file holds
+    if target is not None:
+        try:
+            target.publish_json(doc)
+        except ResultFileError as exc:
+            print(f"tito milestone: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"\nwrote {target.path}", file=out)
+    return code
+
+
+def _graded(
+    impl: str,
+    seed: int | None,
+    timeout: float,
+    part_b: bool,
+    grading: bool,
+    budget: float | None,
+    memory_limit: int | None,
+    sizes: str,
+    out: TextIO,
+) -> dict:
+    from tinytorch.cli.info import environment
+    from tinytorch.milestone07 import render_part_a, render_part_b, run_part_a, run_part_b, to_json
+
+    try:  # a ValueError out of run_part_a is its argument checks: it catches its own bugs
+        a = run_part_a(
+            impl,
+            seed=seed,
+            timeout=timeout,
+            grading=grading,
+            budget=budget,
+            memory_limit=memory_limit,
+        )
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from exc
     print(render_part_a(a), file=out, flush=True)
     b = None
-    if part_b:
+    if part_b and a.verdict != "ERROR":
         print("\nPart B: timing (context only, a few seconds)...", file=out, flush=True)
-        b = run_part_b(impl, sizes=sizes, part_a=a)
-        print(render_part_b(b), file=out, flush=True)
-    if json_path:
-        from tinytorch.cli.info import environment
-
-        doc = to_json(a, b, environment())
         try:
-            with open(json_path, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=2)
-                fh.write("\n")
-        except OSError as exc:
-            print(f"tito milestone: cannot write --json {json_path}: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        print(f"\nwrote {json_path}", file=out)
-    return EXIT_PASS if a.verdict == "PASS" else EXIT_NOT_PASSED
+            b = run_part_b(impl, sizes=sizes, part_a=a)
+        except Exception as exc:  # noqa: BLE001 (context only: the verdict stands)
+            a.warnings.append(f"Part B failed inside the grader: {type(exc).__name__}: {exc}")
+            print(f"Part B failed inside the grader: {type(exc).__name__}: {exc}", file=out)
+        else:
+            print(render_part_b(b), file=out, flush=True)
+    return to_json(a, b, environment())
+
+
+def _error_document(
+    impl: str, seed: int | None, grading: bool, timeout: float, exc: BaseException
+) -> dict:
+    """The ERROR result for a grader bug outside run_part_a, built with as little as possible."""
+    try:
+        from tinytorch.milestone07 import CASES, to_json
+        from tinytorch.milestone07.part_a import error_result
+
+        a = error_result(impl, seed if seed is not None else -1, CASES, timeout, exc)
+        a.grading = grading
+        return to_json(a, None, None)
+    except Exception as again:  # noqa: BLE001 (the schema code itself is what broke)
+        error = f"internal grader error: {type(exc).__name__}: {exc} (then {again!r})"
+        return {"schema_version": None, "milestone": "07", "verdict": "ERROR", "error": error}
 
 
 def _positive(text: str) -> float:
@@ -75,6 +155,16 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
+    return value
+
+
+def _megabytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole megabytes, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 MB, got {text!r}")
     return value
 
 
@@ -89,7 +179,31 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help=f"your Module 17: a module name or a path to a .py file (default {DEFAULT_IMPL})",
     )
     p.add_argument("--json", metavar="PATH", help="also write the result as JSON (for graders)")
-    p.add_argument("--seed", type=int, default=0, help="data seed (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="data seed (default 0; with --grading a fresh secret one, printed after the run)",
+    )
+    p.add_argument(
+        "--grading",
+        action="store_true",
+        help="grading mode: a fresh secret seed and hidden cases besides the published 30",
+    )
+    p.add_argument(
+        "--budget",
+        type=_positive,
+        default=DEFAULT_BUDGET_S,
+        metavar="S",
+        help="wall-clock seconds for the whole of Part A (default 300); past it the rest time out",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=_megabytes,
+        default=None,
+        metavar="MB",
+        help="address-space limit of the student's process, in MB",
+    )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
         "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
@@ -105,6 +219,9 @@ def _run_parsed(args: argparse.Namespace) -> int:
         seed=args.seed,
         timeout=args.timeout,
         part_b=not args.no_part_b,
+        grading=args.grading,
+        budget=args.budget,
+        memory_limit=args.memory_limit,
         json_path=args.json,
         sizes=args.part_b_sizes,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import ast
 import time
 from pathlib import Path
 from typing import Any
@@ -10,10 +10,11 @@ from typing import Any
 import nbformat
 
 from tinytorch.grading.collect import collect
-from tinytorch.grading.execute import execute, inject_parameters
+from tinytorch.grading.execute import PARAMETERS_TAG, execute, inject_parameters
 from tinytorch.milestone07.impl import is_path
+from tinytorch.milestone07.resultfile import ResultFileError, claim_all
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: grading, seed, hidden_cases, isolation, warnings; verdict ERROR (exit 6)
 NOTEBOOK_NAME = Path("notebooks") / "07_custom_kernels.ipynb"
 # The checkout's notebook (editable install); a regular install has none, so grading needs NOTEBOOK.
 DEFAULT_NOTEBOOK = Path(__file__).resolve().parents[2] / NOTEBOOK_NAME
@@ -30,7 +31,7 @@ def default_notebook() -> Path:
 
 
 # Exit codes of `tito grade`.
-PASS, NOT_PASSED, USAGE, CELL_RAISED, TIMEOUT, DEAD_KERNEL = 0, 1, 2, 3, 4, 5
+PASS, NOT_PASSED, USAGE, CELL_RAISED, TIMEOUT, DEAD_KERNEL, ERROR = 0, 1, 2, 3, 4, 5, 6
 EXIT_BY_STATUS = {"cell_error": CELL_RAISED, "timeout": TIMEOUT, "dead_kernel": DEAD_KERNEL}
 
 
@@ -50,6 +51,22 @@ def resolve_impl(impl: str, base: Path) -> str:
     return impl
 
 
+def takes_parameter(nb: Any, name: str) -> bool:
+    """Whether the notebook's parameters cell assigns `name` (so overriding it means something)."""
+    for cell in nb.cells:
+        if PARAMETERS_TAG not in cell.get("metadata", {}).get("tags", []):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            return False
+        return any(
+            isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
+            for node in ast.walk(tree)
+        )
+    return False
+
+
 def grade(
     notebook: str | Path | None = None,
     *,
@@ -59,8 +76,14 @@ def grade(
     executed: str | Path | None = None,
     timeout: float = 300.0,
     cwd: str | Path | None = None,
+    grading: bool = True,
 ) -> tuple[int, dict[str, Any]]:
-    """Execute `notebook` against `impl` and return (exit code, report); write the files asked for."""
+    """Execute `notebook` against `impl` and return (exit code, report); write the files asked for.
+
+    Grading mode (the default) injects GRADING = True: a secret seed and hidden cases. The result
+    files are removed first and published (tmp file + rename) once the notebook's kernel, and with
+    it every student process, is gone. A bug of the grader's own is verdict ERROR, exit 6.
+    """
     path = Path(notebook) if notebook is not None else default_notebook()
     if not path.is_file():
         raise UsageError(f"NOTEBOOK: no such file {str(notebook)!r}")
@@ -73,17 +96,44 @@ def grade(
     overrides = dict(params or {})
     if impl is not None:
         overrides["IMPL"] = resolve_impl(impl, Path(cwd or Path.cwd()))
+    takes = takes_parameter(nb, "GRADING") and "GRADING" not in overrides
+    mode = {"GRADING": bool(grading)} if takes else {}
     try:
-        inject_parameters(nb, overrides)
+        inject_parameters(nb, overrides | mode)
     except ValueError as exc:
         raise UsageError(f"NOTEBOOK: {exc}") from exc
+    try:
+        targets = claim_all({"--report": report, "--executed": executed})
+    except ResultFileError as exc:
+        raise UsageError(str(exc)) from exc
 
     start = time.perf_counter()
+    try:
+        code, result, run_nb = _run(nb, path, overrides, timeout, grading, start)
+    except Exception as exc:  # noqa: BLE001 (a grader bug: verdict ERROR, never a bare traceback)
+        code, result, run_nb = ERROR, _error_report(path, overrides, grading, exc, start), None
+    if "--executed" in targets and run_nb is not None:
+        targets["--executed"].publish(nbformat.writes(run_nb))
+    if "--report" in targets:
+        targets["--report"].publish_json(result)
+    return code, result
+
+
+def _run(
+    nb: Any, path: Path, overrides: dict[str, Any], timeout: float, grading: bool, start: float
+) -> tuple[int, dict[str, Any], Any]:
     run = execute(nb, timeout=timeout, cwd=path.resolve().parent)
     found = collect(run.nb)
     payload = found["verdict"]
     verdict = payload.get("verdict") if payload else None
-    code = EXIT_BY_STATUS.get(run.status, PASS if verdict == "PASS" else NOT_PASSED)
+    by_verdict = {"PASS": PASS, "ERROR": ERROR}
+    code = EXIT_BY_STATUS.get(run.status, by_verdict.get(str(verdict), NOT_PASSED))
+    warnings = list((payload or {}).get("warnings", []))
+    if grading and payload is not None and payload.get("grading") is not True:
+        warnings.append(
+            "grading mode asked for, but the notebook's verdict was computed in practice mode "
+            "(its parameters cell takes no GRADING)"
+        )
 
     from tinytorch.cli.info import environment
 
@@ -92,14 +142,19 @@ def grade(
         "notebook": str(path.resolve()),
         "impl": overrides.get("IMPL") or (payload or {}).get("impl"),
         "params": {k: v for k, v in overrides.items()},
+        "grading": bool(grading),
+        "seed": (payload or {}).get("seed"),
         "status": run.status,
         "exit_code": code,
         "verdict": verdict,
         "passed": sum(c.get("status") == "pass" for c in found["cases"]),
         "total": len(found["cases"]),
         "cases": found["cases"],
+        "hidden_cases": list((payload or {}).get("hidden_cases", [])),
         "checks": found["checks"],
         "missing": (payload or {}).get("missing", []),
+        "warnings": warnings,
+        "isolation": (payload or {}).get("isolation", {}),
         "part_b": (payload or {}).get("part_b"),
         "error": run.error,
         "cells": [vars(c) for c in run.cells],
@@ -107,10 +162,35 @@ def grade(
         "seconds": round(time.perf_counter() - start, 3),
         "environment": environment(),
     }
-    if executed:
-        Path(executed).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(run.nb, str(executed))
-    if report:
-        Path(report).parent.mkdir(parents=True, exist_ok=True)
-        Path(report).write_text(json.dumps(result, indent=2, default=str))
-    return code, result
+    return code, result, run.nb
+
+
+def _error_report(
+    path: Path, overrides: dict[str, Any], grading: bool, exc: BaseException, start: float
+) -> dict[str, Any]:
+    """The report of a run the grader itself broke: verdict ERROR, exit 6, what broke."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "notebook": str(path.resolve()),
+        "impl": overrides.get("IMPL"),
+        "params": dict(overrides),
+        "grading": bool(grading),
+        "seed": None,
+        "status": "grader_error",
+        "exit_code": ERROR,
+        "verdict": "ERROR",
+        "passed": 0,
+        "total": 0,
+        "cases": [],
+        "hidden_cases": [],
+        "checks": [],
+        "missing": [],
+        "warnings": [],
+        "isolation": {},
+        "part_b": None,
+        "error": {"cell": None, "ename": type(exc).__name__, "evalue": str(exc)[:500]},
+        "cells": [],
+        "widget_models": 0,
+        "seconds": round(time.perf_counter() - start, 3),
+        "environment": None,
+    }

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 FUNCTIONS = ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
 GROUPS = ("tiled_matmul", "fused_gelu", "im2col_conv2d", "col2im")
 
@@ -208,6 +210,124 @@ def _col2im_cases() -> list[Case]:
 
 CASES: tuple[Case, ...] = tuple(_matmul_cases() + _gelu_cases() + _conv_cases() + _col2im_cases())
 CASES_BY_NAME: dict[str, Case] = {case.name: case for case in CASES}
+
+
+# Grading mode: cases drawn per run from the secret seed, besides the published 30.
+HIDDEN_PREFIX = "hidden/"
+HIDDEN_COUNTS = {"tiled_matmul": 6, "fused_gelu": 2, "im2col_conv2d": 3, "col2im": 3}
+_HIDDEN_STREAM = 0x48494444  # "HIDD": keeps the hidden draw apart from the cases' own data
+
+
+def _ragged(rng: np.random.Generator, tile: int) -> int:
+    """An axis length that is never a multiple of the tile: now and then 1, else 0-2 tiles + a rest."""
+    if rng.random() < 0.08:
+        return 1
+    return int(tile * rng.integers(0, 3) + rng.integers(1, tile))
+
+
+def _hidden_matmul(rng: np.random.Generator, i: int) -> Case:
+    tile = int(rng.integers(3, 41))
+    m, k, n = (_ragged(rng, tile) for _ in range(3))
+    lesson = "k_one" if k == 1 else "one_wide" if 1 in (m, n) else "ragged"
+    return Case(
+        name=f"{HIDDEN_PREFIX}tiled_matmul/{i}/{m}x{k}x{n}/tile{tile}",
+        group="tiled_matmul",
+        title=f"hidden: {m}x{k} @ {k}x{n}, tile {tile}",
+        lesson=LESSONS[lesson],
+        params={"m": m, "k": k, "n": n, "tile_size": tile},
+        rtol=GEMM_TOL[0],
+        atol=GEMM_TOL[1],
+    )
+
+
+def _hidden_gelu(rng: np.random.Generator, i: int) -> Case:
+    shape = [int(d) for d in rng.integers(1, 60, size=int(rng.integers(1, 4)))]
+    scale = float(rng.choice([1.0, 3.0, 10.0]))
+    return Case(
+        name=f"{HIDDEN_PREFIX}fused_gelu/{i}/{'x'.join(map(str, shape))}",
+        group="fused_gelu",
+        title=f"hidden: N(0, {scale:g}), shape {'x'.join(map(str, shape))}",
+        lesson=LESSONS["gelu"],
+        params={"dist": "normal", "scale": scale, "shape": shape},
+        rtol=ELEMENTWISE_TOL[0],
+        atol=ELEMENTWISE_TOL[1],
+    )
+
+
+def _hidden_geometry(rng: np.random.Generator) -> dict[str, Any]:
+    k = int(rng.integers(1, 6))
+    return {
+        "x_shape": [
+            int(rng.integers(1, 3)),
+            int(rng.integers(1, 4)),
+            int(rng.integers(k, 13)),
+            int(rng.integers(k, 13)),
+        ],
+        "out_channels": int(rng.integers(1, 6)),
+        "kernel_size": k,
+        "stride": int(rng.integers(1, 4)),
+        "padding": int(rng.integers(0, k)),
+        "bias": bool(rng.integers(0, 2)),
+    }
+
+
+def _geometry_text(p: dict[str, Any]) -> str:
+    x = "x".join(map(str, p["x_shape"]))
+    return f"x {x}, k={p['kernel_size']}, stride={p['stride']}, padding={p['padding']}"
+
+
+def _hidden_conv(rng: np.random.Generator, i: int) -> Case:
+    p = _hidden_geometry(rng)
+    lesson = "conv_stride" if p["stride"] > 1 else "conv_padding" if p["padding"] else "conv"
+    return Case(
+        name=f"{HIDDEN_PREFIX}im2col_conv2d/{i}",
+        group="im2col_conv2d",
+        title=f"hidden: {p['out_channels']} filters, {_geometry_text(p)}, bias {p['bias']}",
+        lesson=LESSONS[lesson] + " " + LESSONS["conv"] if lesson != "conv" else LESSONS["conv"],
+        params=p,
+        rtol=GEMM_TOL[0],
+        atol=GEMM_TOL[1],
+    )
+
+
+def _hidden_col2im(rng: np.random.Generator, i: int) -> Case:
+    g = _hidden_geometry(rng)
+    p = {key: g[key] for key in ("x_shape", "kernel_size", "stride", "padding")}
+    return Case(
+        name=f"{HIDDEN_PREFIX}col2im/{i}",
+        group="col2im",
+        title=f"hidden: adjoint of im2col, {_geometry_text(p)}",
+        lesson=LESSONS["col2im"],
+        params=p,
+        rtol=GEMM_TOL[0],
+        atol=GEMM_TOL[1],
+    )
+
+
+_HIDDEN_MAKERS = {
+    "tiled_matmul": _hidden_matmul,
+    "fused_gelu": _hidden_gelu,
+    "im2col_conv2d": _hidden_conv,
+    "col2im": _hidden_col2im,
+}
+
+
+def hidden_cases(seed: int, groups: Any = None) -> tuple[Case, ...]:
+    """Grading mode's extra cases, drawn from `seed`: ragged shapes and tiles no published case has.
+
+    Same seed, same cases (a report's seed replays them); `groups` limits them to those groups.
+    """
+    rng = np.random.default_rng([seed, _HIDDEN_STREAM])
+    published = [c.params for c in CASES]
+    out: list[Case] = []
+    for group in GROUPS:
+        for i in range(HIDDEN_COUNTS[group]):
+            case = _HIDDEN_MAKERS[group](rng, i)
+            while case.params in published:  # never one of the published problems
+                case = _HIDDEN_MAKERS[group](rng, i)
+            out.append(case)
+    wanted = set(GROUPS if groups is None else groups)
+    return tuple(c for c in out if c.group in wanted)
 
 
 def group_function(group: str) -> str:

@@ -27,6 +27,20 @@ def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
     return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn])
 
 
+TAMPERED_LESSON = (
+    "Leave the grader's audit alone: it records the block products your kernel performs; "
+    "clearing, replacing or faking its records is a failure, not a faster kernel."
+)
+
+
+def tampered(reply: dict) -> str | None:
+    """What a reply says was tampered with (K1: the child verifies the audit before replying)."""
+    flag = reply.get("tampered") or (reply.get("error") if reply["status"] == "tampered" else None)
+    if not flag:
+        return None
+    return flag if isinstance(flag, str) else "the audit's functions or records were changed"
+
+
 def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
     """Every block product the student's tiled_matmul performs is at most tile_size on M, K and N."""
     name, fn = "tiling audit", "tiled_matmul"
@@ -40,6 +54,10 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
         reply = calls.call(fn, [a, b], {"tile_size": t}, label=f"audit {m}x{k}x{n}", audit=True)
+        if tampered(reply):
+            where = f"{m}x{k} @ {k}x{n}, tile_size={t}"
+            detail = f"{fn}: the grader's audit was tampered with: {tampered(reply)} ({where})"
+            return CheckResult(name, "fail", detail, TAMPERED_LESSON, [fn])
         if reply["status"] != "ok":
             return _broken(name, fn, reply, lesson)
         records = reply.get("records", [])

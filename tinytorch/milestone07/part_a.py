@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import os
+import secrets
 import time
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tinytorch.milestone07.calls import StudentCalls, failure_text
-from tinytorch.milestone07.cases import FUNCTIONS, GEMM_TOL, LESSONS, Case, select_cases
+from tinytorch.milestone07.cases import (
+    FUNCTIONS,
+    GEMM_TOL,
+    LESSONS,
+    Case,
+    hidden_cases,
+    select_cases,
+)
 from tinytorch.milestone07.checks import run_checks
 from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.diagnose import lesson_for
@@ -85,6 +97,76 @@ def _all_cases(
     ]
 
 
+REFERENCE_USE = "uses the bundled reference solution"
+REFERENCE_MODULES = ("tinytorch.perf.acceleration", "tinytorch.milestone07.references")
+
+
+def reference_use(info: dict[str, Any]) -> str | None:
+    """Why the loaded module is the bundled reference (K1 load info), or None: its own work.
+
+    Missing "origins"/"imports_reference" keys (a sandbox that does not report them) count as
+    the student's own.
+    """
+    origins = info.get("origins") or {}
+    borrowed = sorted(f for f in FUNCTIONS if origins.get(f) == "reference")
+    why = []
+    if borrowed:
+        why.append(f"{', '.join(borrowed)} {'is' if len(borrowed) == 1 else 'are'} its own objects")
+    if info.get("imports_reference"):
+        why.append(f"the module imports {' or '.join(REFERENCE_MODULES)}")
+    return f"{REFERENCE_USE}: {'; '.join(why)}" if why else None
+
+
+def own_work_check(info: dict[str, Any]) -> CheckResult:
+    """Grading mode's check that the graded functions are not the bundled reference's."""
+    why = reference_use(info)
+    if why:
+        lesson = "Grade your own Module 17: write the five functions in your file."
+        return CheckResult("own work", "fail", why, lesson, [])
+    if "origins" not in info:
+        return CheckResult("own work", "pass", "origins not reported by this sandbox", "", [])
+    return CheckResult("own work", "pass", "no graded function is the bundled reference's", "", [])
+
+
+class BudgetedCalls:
+    """StudentCalls under a wall-clock budget for the whole run: past it every call is a timeout.
+
+    Each call's limit is the per-case timeout or what is left of the budget, whichever is less,
+    so sleeping just under the per-case timeout on every call cannot stretch a run without bound.
+    """
+
+    def __init__(self, calls: StudentCalls, budget: float | None, start: float) -> None:
+        self.inner = calls
+        self.budget = budget
+        self.deadline = None if budget is None else start + budget
+        self.spent_at: str | None = None  # the label of the first call the budget cut short
+
+    @property
+    def seen(self) -> Any:
+        return self.inner.seen
+
+    def _why(self) -> str:
+        return f"not run: the run's budget of {self.budget:g} s was spent (--budget)"
+
+    def call(self, fn: str, args: list[Any], kwargs: dict[str, Any], **opts: Any) -> dict[str, Any]:
+        if self.deadline is None:
+            return self.inner.call(fn, args, kwargs, **opts)
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            self.spent_at = self.spent_at or str(opts.get("label", fn))
+            return {"status": "timeout", "error": self._why(), "skipped": True}
+        per_case = self.inner.timeout
+        self.inner.timeout = min(per_case, left)
+        try:
+            reply = self.inner.call(fn, args, kwargs, **opts)
+        finally:
+            self.inner.timeout = per_case
+        if reply.get("status") == "timeout" and left < per_case:
+            self.spent_at = self.spent_at or str(opts.get("label", fn))
+            reply["error"] = f"cut short: the run's budget of {self.budget:g} s ran out (--budget)"
+        return reply
+
+
 def verdict_of(cases: list[CaseResult], checks: list[CheckResult], missing: list[str]) -> str:
     """INCOMPLETE if anything is unwritten; PASS only if every case and every check holds."""
     if missing:
@@ -94,27 +176,91 @@ def verdict_of(cases: list[CaseResult], checks: list[CheckResult], missing: list
     return "NOT_PASSED"
 
 
+def resolve_seed(seed: int | None, grading: bool) -> int:
+    """The data seed: as given; else 0 in practice (reproducible), a fresh secret one when grading."""
+    if seed is None:
+        return secrets.randbits(63) if grading else 0
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"run_part_a: seed must be an int >= 0 or None, got {seed!r}")
+    return seed
+
+
+def open_sandbox(impl: str, *, grading: bool, memory_limit: int | None) -> Sandbox:
+    """A Sandbox in the given mode, with the memory limit (MB) where the Sandbox takes limits."""
+    accepts = inspect.signature(Sandbox).parameters
+    if "grading" not in accepts:  # a Sandbox before K1's grading/limits: run it as it is
+        return Sandbox(impl)
+    limits = None
+    if memory_limit is not None:  # K1's limits (contain.ChildLimits): only the address space
+        from tinytorch.milestone07 import contain
+
+        limits = dataclasses.replace(contain.ChildLimits(), memory_bytes=int(memory_limit) << 20)
+    return Sandbox(impl, grading=grading, limits=limits)
+
+
 def run_part_a(
     impl: str = DEFAULT_IMPL,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     timeout: float = 5.0,
     cases: Sequence[str] | None = None,
     checks: bool = True,
+    grading: bool = False,
+    budget: float | None = None,
+    memory_limit: int | None = None,
 ) -> PartAResult:
-    """Grade `impl` (a module name or a .py path). Never raises for student misbehaviour."""
+    """Grade `impl` (a module name or a .py path). Never raises for student misbehaviour.
+
+    Practice (grading=False): seed 0 unless given, the published cases only. Grading: a fresh
+    secret seed (recorded in the result), hidden cases besides the published ones.
+    """
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"run_part_a: timeout must be a number of seconds > 0, got {timeout!r}")
+    if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
+        raise ValueError(f"run_part_a: budget must be seconds > 0 or None, got {budget!r}")
+    if memory_limit is not None and not (isinstance(memory_limit, int) and memory_limit > 0):
+        raise ValueError(f"run_part_a: memory_limit must be MB > 0 or None, got {memory_limit!r}")
+    seed = resolve_seed(seed, grading)
     selected = select_cases(cases)
     start = time.perf_counter()
-    with Sandbox(impl) as box:
-        info = box.start()
-        done = _graded_run(
-            box, info, selected, impl, seed=seed, timeout=float(timeout), checks=checks
-        )
-        done.restarts = box.restarts
+    try:
+        with open_sandbox(impl, grading=grading, memory_limit=memory_limit) as box:
+            info = box.start()
+            done = _graded_run(
+                box,
+                info,
+                selected,
+                impl,
+                seed=seed,
+                timeout=float(timeout),
+                checks=checks,
+                grading=grading,
+                budget=BudgetedCalls(StudentCalls(box, float(timeout)), budget, start),
+            )
+            done.restarts = box.restarts
+            done.isolation = dict(getattr(box, "isolation", None) or {})
+        if memory_limit is not None and "limits" not in done.isolation:  # recorded, not applied
+            why = f"--memory-limit {memory_limit} MB asked for; this Sandbox sets no limits"
+            done.isolation["limits"] = {"active": False, "why": why}
+    except Exception as exc:  # noqa: BLE001 (a bug of ours: the result says ERROR, never a traceback)
+        done = error_result(impl, seed, selected, float(timeout), exc)
+    done.grading = bool(grading)
     done.seconds = time.perf_counter() - start
     return done
+
+
+def error_result(
+    impl: str, seed: int, selected: Sequence[Case], timeout: float, exc: BaseException
+) -> PartAResult:
+    """The result of a run the grader itself broke: verdict ERROR, every case "error", nobody blamed."""
+    where = traceback.extract_tb(exc.__traceback__)
+    at = f" (at {os.path.basename(where[-1].filename)}:{where[-1].lineno})" if where else ""
+    error = f"internal grader error: {type(exc).__name__}: {exc}{at}"
+    cases = [
+        CaseResult(c.name, c.group, c.title, "error", None, None, error, "", 0.0, [])
+        for c in selected
+    ]
+    return PartAResult("ERROR", describe(impl), seed, cases, [], [], 0.0, timeout, error=error)
 
 
 def _graded_run(
@@ -126,6 +272,8 @@ def _graded_run(
     seed: int,
     timeout: float,
     checks: bool,
+    grading: bool = False,
+    budget: BudgetedCalls | None = None,
 ) -> PartAResult:
     who = describe(impl)
     status = info.get("status")
@@ -140,7 +288,7 @@ def _graded_run(
         cases = _all_cases(selected, "error", detail, "Fix the module so that it imports.")
         return PartAResult("NOT_PASSED", who, seed, cases, [], [], 0.0, timeout)
 
-    calls = StudentCalls(box, timeout)
+    calls = budget or BudgetedCalls(StudentCalls(box, timeout), None, time.perf_counter())
     unwritten = {f: f"{f} is {state}" for f, state in info["functions"].items() if state != "ok"}
     stub_of: dict[str, str] = {}  # graded function -> the stubbed place its probe ran into
     for fn in FUNCTIONS:
@@ -165,12 +313,34 @@ def _graded_run(
         _fn, args, kwargs = make_call(case, seed)
         reply = calls.call(case.group, args, kwargs, label=case.name)
         results.append(grade_case(case, reply, args, kwargs))
+    hidden = []
+    for case in hidden_cases(seed, {c.group for c in selected}) if grading else ():
+        if case.group in unwritten:
+            hidden.append(_all_cases([case], "incomplete", unwritten[case.group], "")[0])
+            continue
+        _fn, args, kwargs = make_call(case, seed)
+        hidden.append(
+            grade_case(case, calls.call(case.group, args, kwargs, label=case.name), args, kwargs)
+        )
     found = run_checks(calls, seed, set(unwritten)) if checks else []
+    found += [own_work_check(info)] if grading else []
+    warnings = []
+    # Practice on the package's own Module 17 (the student edition's file, or the reference in a
+    # full checkout) is not a borrowing: warn only when another file leans on it.
+    if not grading and reference_use(info) and impl != DEFAULT_IMPL:
+        warnings.append(f"{reference_use(info)} (a grading run would not pass it)")
+    if calls.spent_at:
+        warnings.append(
+            f"budget: the run's {calls.budget:g} s were spent at {calls.spent_at}; "
+            "every case and check after it is TIMEOUT"
+        )
     for fn, msg in calls.seen.not_implemented.items():  # unwritten for some inputs only
         unwritten.setdefault(fn, f"{fn} raises {msg} on some inputs")
     missing = _missing_places(unwritten, stub_of, calls.seen.not_implemented, info)
-    verdict = verdict_of(results, found, missing)
-    return PartAResult(verdict, who, seed, results, found, missing, 0.0, timeout)
+    verdict = verdict_of(results + hidden, found, missing)
+    done = PartAResult(verdict, who, seed, results, found, missing, 0.0, timeout)
+    done.hidden, done.warnings = hidden, warnings
+    return done
 
 
 def _missing_places(

@@ -14,13 +14,18 @@ MARK = {
     "timeout": "TIMEOUT",
     "crash": "CRASH",
     "incomplete": "TODO",
-    "not_observed": "N/A",
+    "not_observed": "UNSEEN",
+    "not_run": "NOT RUN",
 }
 VERDICT_LINE = {
     "PASS": "PASS: your Module 17 kernels match NumPy on every case.",
     "NOT_PASSED": "NOT PASSED: fix the cases above (each names its lesson) and run again.",
     "INCOMPLETE": "INCOMPLETE: Module 17 is not finished: write what is listed above, then rerun.",
+    "ERROR": "ERROR: the grader itself failed (not your code's fault); report it with this output.",
 }
+
+
+_GRADING = " (grading mode: secret until now)"
 
 
 def _wrap(text: str, indent: int = 10, width: int = 100) -> list[str]:
@@ -36,7 +41,8 @@ def render_part_a(result: PartAResult) -> str:
     """The Part A table: a header, each group's cases, the deeper checks, then the verdict."""
     lines = [
         "Milestone 07: Custom Kernels. Part A, the pass gate",
-        f"impl {result.impl}   seed {result.seed}   timeout {result.timeout:g} s per case",
+        f"impl {result.impl}   seed {result.seed}{_GRADING if result.grading else ''}   "
+        + f"timeout {result.timeout:g} s per case",
         "",
     ]
     width = max((len(c.name) for c in result.cases), default=20) + 2
@@ -65,8 +71,21 @@ def render_part_a(result: PartAResult) -> str:
         lines.append(f"deeper checks  {ok}/{len(result.checks)}")
         for c in result.checks:
             lines.append(f"  {MARK[c.status]:<7} {c.name:<22} {c.detail}"[:400])
-            if c.lesson and c.status not in ("pass", "not_observed", "incomplete"):
+            if c.lesson and c.status not in ("pass", "incomplete"):
                 lines += _wrap(f"fix: {c.lesson}")
+        lines.append("")
+    if result.hidden:
+        ok = sum(c.status == "pass" for c in result.hidden)
+        lines.append(f"hidden cases (grading mode, drawn for this run)  {ok}/{len(result.hidden)}")
+        for c in result.hidden:
+            lines.append(f"  {MARK[c.status]:<7} {c.name}  {c.title}"[:300])
+            if c.status not in ("pass", "incomplete"):
+                lines += _wrap(f"{c.detail}")
+                lines += _wrap(f"fix: {c.lesson}") if c.lesson else []
+        lines.append("")
+    if result.warnings or result.error:
+        lines += [f"warning: {w}"[:600] for w in result.warnings]
+        lines += [result.error[:600]] if result.error else []
         lines.append("")
     if result.missing:
         lines.append("still to write:")
@@ -80,17 +99,20 @@ def _summary(result: PartAResult) -> str:
     checks = result.checks
     ok_checks = sum(c.ok for c in checks)
     head = f"{result.verdict.replace('_', ' ')}  {result.passed()}/{len(result.cases)} cases"
+    if result.hidden:
+        head += f", {sum(c.status == 'pass' for c in result.hidden)}/{len(result.hidden)} hidden"
     if checks:
         head += f", {ok_checks}/{len(checks)} deeper checks"
     head += f"  ({result.seconds:.1f} s)"
     lines = [head, VERDICT_LINE[result.verdict]]
     failing = [c.name for c in result.failing()] + [c.name for c in result.failing_checks()]
+    failing += [c.name for c in result.hidden if c.status != "pass"]
     if failing and result.verdict == "NOT_PASSED":
         more = f" and {len(failing) - 6} more" if len(failing) > 6 else ""
         lines += _wrap("failing: " + ", ".join(failing[:6]) + more, indent=2)
     unseen = [c.name for c in checks if c.status == "not_observed"]
     if unseen:
-        lines += _wrap(f"not verified (nothing observable): {', '.join(unseen)}", indent=2)
+        lines += _wrap(f"not verified, so not passed: {', '.join(unseen)}", indent=2)
     if result.blamed() and result.verdict == "NOT_PASSED":
         lines.append("  look at: " + ", ".join(sorted(result.blamed())))
     return "\n".join(lines)

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-VERDICTS = ("PASS", "NOT_PASSED", "INCOMPLETE")
+VERDICTS = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")  # ERROR: the grader itself failed
 CASE_STATUSES = ("pass", "fail", "error", "timeout", "crash", "incomplete")
-CHECK_STATUSES = ("pass", "fail", "not_observed", "error", "timeout", "crash", "incomplete")
+CHECK_STATUSES = (
+    "pass",
+    "fail",
+    "not_observed",
+    "error",
+    "timeout",
+    "crash",
+    "incomplete",
+    "not_run",
+)
 BENCH_STATUSES = ("ok", "unavailable", "mismatch", "wrong", "error", "timeout")
 
 
@@ -38,8 +47,8 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        """Holds, or could not be observed: not_observed is reported but does not fail the gate."""
-        return self.status in ("pass", "not_observed")
+        """Holds. "not_observed" fails: what the audit could not see, it cannot vouch for."""
+        return self.status == "pass"
 
 
 @dataclass
@@ -55,6 +64,11 @@ class PartAResult:
     seconds: float
     timeout: float = 5.0
     restarts: int = 0  # child processes restarted after a timeout or crash
+    hidden: list[CaseResult] = field(default_factory=list)  # grading mode: the "hidden/..." cases
+    grading: bool = False  # grading mode: a secret seed and hidden cases
+    isolation: dict = field(default_factory=dict)  # the Sandbox's layers: {layer: {active, why}}
+    warnings: list[str] = field(default_factory=list)  # reported, never the verdict
+    error: str | None = None  # verdict ERROR: what broke in the grader itself
 
     def passed(self) -> int:
         """Number of gate cases passed."""
@@ -68,11 +82,13 @@ class PartAResult:
 
     def stalled(self) -> set[str]:
         """Groups with a case that hung, crashed or is unwritten: Part B does not time them."""
-        return {c.group for c in self.cases if c.status in ("timeout", "crash", "incomplete")}
+        every = [*self.cases, *self.hidden]
+        return {c.group for c in every if c.status in ("timeout", "crash", "incomplete")}
 
     def blamed(self) -> set[str]:
         """Every student function some failing case or check points at."""
-        return {f for r in [*self.failing(), *self.failing_checks()] for f in r.blame}
+        hidden = [c for c in self.hidden if c.status != "pass"]
+        return {f for r in [*self.failing(), *hidden, *self.failing_checks()] for f in r.blame}
 
 
 @dataclass

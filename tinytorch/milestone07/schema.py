@@ -16,7 +16,7 @@ from tinytorch.milestone07.results import (
     PartBResult,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: grading, hidden_cases, isolation, warnings; verdict ERROR
 
 _NUM = {"type": ["number", "null"]}
 _STR = {"type": "string"}
@@ -67,7 +67,7 @@ SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "TinyTorch Milestone 07 result",
     "type": "object",
-    "required": ["schema_version", "milestone", "verdict", "impl", "seed", "summary", "missing", "cases", "checks", "part_b", "environment"],
+    "required": ["schema_version", "milestone", "verdict", "impl", "seed", "summary", "missing", "cases", "checks", "part_b", "environment", "grading", "hidden_cases", "isolation", "warnings"],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "milestone": {"const": "07"},
@@ -83,6 +83,14 @@ SCHEMA: dict[str, Any] = {
         },
         "missing": {"type": "array", "items": _STR},
         "cases": {"type": "array", "items": _CASE},
+        "grading": {"type": "boolean"},
+        "hidden_cases": {"type": "array", "items": _CASE},
+        "isolation": {
+            "type": "object",
+            "additionalProperties": {"type": "object", "required": ["active", "why"], "properties": {"active": {"type": "boolean"}, "why": _STR}},
+        },
+        "warnings": {"type": "array", "items": _STR},
+        "error": {"type": ["string", "null"]},
         "checks": {"type": "array", "items": _CHECK},
         "part_b": {
             "type": ["object", "null"],
@@ -110,7 +118,7 @@ def _finite(value: Any) -> Any:
 
 
 def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> dict[str, Any]:
-    """The result as a JSON-ready dict (schema_version 1; see SCHEMA)."""
+    """The result as a JSON-ready dict (schema_version 2; see SCHEMA)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         "milestone": "07",
@@ -127,6 +135,11 @@ def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> d
         },
         "missing": list(a.missing),
         "cases": [dataclasses.asdict(c) for c in a.cases],
+        "grading": a.grading,
+        "hidden_cases": [dataclasses.asdict(c) for c in a.hidden],
+        "isolation": dict(a.isolation),
+        "warnings": list(a.warnings),
+        "error": a.error,
         "checks": [dataclasses.asdict(c) for c in a.checks],
         "part_b": None
         if b is None

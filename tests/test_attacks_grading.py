@@ -1,0 +1,268 @@
+"""Attacks on the grader's semantics (issue 9 items 4, 6, 7): each gets its exact verdict.
+
+Precomputed answers for seed 0, special-cased published shapes, the bundled reference passed off
+as one's own, seven ways of one whole-matrix np.matmul past the tiling audit, a forged audit
+reply, and sleeping just under the per-case timeout on every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tinytorch.cli.main import main
+from tinytorch.milestone07 import CASES, run_part_a
+from tinytorch.milestone07 import part_a as part_a_module
+from tinytorch.milestone07.checks import tiling_audit
+from tinytorch.milestone07.references import make_call
+from tinytorch.milestone07.sandbox import Sandbox
+
+BASE = Path(__file__).parent / "mutants" / "student_base.py"
+NO_ACCUMULATE = ("C[i0:i1, j0:j1] += A", "C[i0:i1, j0:j1] = A")  # a real bug, off the table
+
+
+def _write(tmp_path: Path, name: str, source: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return str(path)
+
+
+def _buggy_base() -> str:
+    src = BASE.read_text()
+    assert src.count(NO_ACCUMULATE[0]) == 1
+    return src.replace(*NO_ACCUMULATE)
+
+
+# ---- predictable data ---------------------------------------------------------------------------
+def test_answers_looked_up_by_input_hash_for_seed_0_pass_practice_and_fail_grading(
+    tmp_path: Path,
+) -> None:
+    known = set()
+    for case in CASES:
+        if case.group == "tiled_matmul":
+            _fn, (a, b), _kw = make_call(case, 0)
+            known.add(hashlib.sha256(a.tobytes() + b.tobytes()).hexdigest())
+    cheat = _buggy_base() + (
+        f"\nKNOWN = {sorted(known)!r}\n"
+        "import hashlib\n"
+        "_buggy = tiled_matmul\n"
+        "def tiled_matmul(a, b, tile_size=64):\n"
+        "    A, B = _arr(a), _arr(b)\n"
+        "    if hashlib.sha256(A.tobytes() + B.tobytes()).hexdigest() in KNOWN:\n"
+        "        return Tensor((A.astype(np.float64) @ B).astype(np.float32))  # precomputed\n"
+        "    return _buggy(a, b, tile_size)\n"
+    )
+    path = _write(tmp_path, "lookup", cheat)
+    practice = run_part_a(path)
+    assert practice.verdict == "PASS", [(c.name, c.detail) for c in practice.failing()]
+    graded = run_part_a(path, grading=True)
+    assert graded.verdict == "NOT_PASSED" and graded.blamed() == {"tiled_matmul"}
+    assert any(c.status == "fail" for c in graded.cases if c.group == "tiled_matmul")
+
+
+def test_special_cased_published_shapes_fail_the_hidden_cases(tmp_path: Path) -> None:
+    shapes = sorted(
+        {(c.params["m"], c.params["k"], c.params["n"]) for c in CASES if c.group == "tiled_matmul"}
+    )
+    cheat = _buggy_base() + (
+        f"\nPUBLISHED = {shapes!r}\n"
+        "_buggy = tiled_matmul\n"
+        "def tiled_matmul(a, b, tile_size=64):\n"
+        "    A, B = _arr(a), _arr(b)\n"
+        "    if (A.shape[0], A.shape[1], B.shape[1]) in PUBLISHED:\n"
+        "        return Tensor((A.astype(np.float64) @ B).astype(np.float32))\n"
+        "    return _buggy(a, b, tile_size)\n"
+    )
+    path = _write(tmp_path, "shapes", cheat)
+    assert run_part_a(path).verdict == "PASS"
+    graded = run_part_a(path, grading=True)
+    assert graded.verdict == "NOT_PASSED"
+    assert graded.passed() == 30  # every published case still passes ...
+    failed = [c for c in graded.hidden if c.status != "pass"]
+    assert failed and all(
+        c.name.startswith("hidden/tiled_matmul/") for c in failed
+    )  # ... not these
+
+
+# ---- the bundled reference passed off as one's own --------------------------------------------
+DELEGATIONS = {
+    "star_import": "from tinytorch.perf.acceleration import *  # noqa: F403\n",
+    "assigned": (
+        "import tinytorch.perf.acceleration as _ref\n"
+        "tiled_matmul, fused_gelu, im2col = _ref.tiled_matmul, _ref.fused_gelu, _ref.im2col\n"
+        "im2col_conv2d, col2im = _ref.im2col_conv2d, _ref.col2im\n"
+    ),
+}
+
+
+def _reported_origins() -> bool:
+    with Sandbox(str(BASE)) as box:
+        return "origins" in box.start()
+
+
+@pytest.mark.parametrize("name", sorted(DELEGATIONS))
+def test_reference_delegation_is_not_passed_when_grading_and_a_warning_in_practice(
+    name: str, tmp_path: Path
+) -> None:
+    if not _reported_origins():
+        pytest.skip("this Sandbox's load info has no 'origins' (K1, issue 9 child side)")
+    path = _write(tmp_path, name, DELEGATIONS[name])
+    practice = run_part_a(path)
+    assert practice.verdict == "PASS"
+    assert any("uses the bundled reference solution" in w for w in practice.warnings)
+    graded = run_part_a(path, grading=True)
+    assert graded.verdict == "NOT_PASSED"
+    text = " ".join([c.detail for c in graded.checks] + [c.detail for c in graded.cases])
+    assert "reference" in text  # the own-work check, or the child refusing the import
+
+
+class _Origins:
+    """A real Sandbox whose load info claims what K1's child reports about a delegating file."""
+
+    def __init__(self, box: Sandbox, extra: dict[str, Any]) -> None:
+        self.box, self.extra = box, extra
+
+    def __enter__(self) -> _Origins:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.box.close()
+
+    def start(self) -> dict[str, Any]:
+        return {**self.box.start(), **self.extra}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.box, name)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"origins": dict.fromkeys(part_a_module.FUNCTIONS, "reference")},
+        {"origins": {"tiled_matmul": "reference"}, "imports_reference": False},
+        {"origins": {}, "imports_reference": True},
+    ],
+    ids=["all_reference", "one_reference", "imports_reference"],
+)
+def test_reported_reference_use_decides_the_verdict(
+    extra: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = part_a_module.open_sandbox
+    monkeypatch.setattr(
+        part_a_module, "open_sandbox", lambda impl, **kw: _Origins(real(impl, **kw), extra)
+    )
+    practice = run_part_a(str(BASE), cases=["fused_gelu"])
+    assert practice.verdict == "PASS"
+    assert [w for w in practice.warnings if w.startswith("uses the bundled reference solution")]
+    graded = run_part_a(str(BASE), cases=["fused_gelu"], grading=True)
+    own = next(c for c in graded.checks if c.name == "own work")
+    assert graded.verdict == "NOT_PASSED" and own.status == "fail"
+    assert own.detail.startswith("uses the bundled reference solution")
+
+
+def test_missing_origins_count_as_the_students_own() -> None:
+    assert part_a_module.reference_use({"status": "ok", "functions": {}}) is None
+    assert part_a_module.own_work_check({"status": "ok"}).ok
+    info = {
+        "origins": dict.fromkeys(part_a_module.FUNCTIONS, "student"),
+        "imports_reference": False,
+    }
+    assert part_a_module.reference_use(info) is None
+    assert part_a_module.reference_use({"origins": {"col2im": "numpy"}}) is None  # not ours
+
+
+# ---- the tiling audit: one whole-matrix product, seven disguises ------------------------------
+WHOLE_MATMULS = {
+    "data_at_data": "    return Tensor(_arr(a) @ _arr(b))\n",
+    "np_matmul_asarray": "    return Tensor(np.matmul(np.asarray(_arr(a)), np.asarray(_arr(b))))\n",
+    "np_dot": "    return Tensor(np.dot(_arr(a), _arr(b)))\n",
+    "einsum": "    return Tensor(np.einsum('ik,kj->ij', _arr(a), _arr(b)))\n",
+    "plain_views": "    return Tensor(_arr(a).view(np.ndarray) @ _arr(b).view(np.ndarray))\n",
+    "tolist_copies": (
+        "    A = np.array(_arr(a).tolist(), dtype=np.float32)\n"
+        "    return Tensor(A @ np.array(_arr(b).tolist(), dtype=np.float32))\n"
+    ),
+    "records_cleared": (
+        "    from tinytorch.milestone07 import audit\n"
+        "    out = Tensor(_arr(a) @ _arr(b))\n"
+        "    audit.RECORDS.clear()\n"
+        "    return out\n"
+    ),
+    "record_replaced": (
+        "    from tinytorch.milestone07 import audit\n"
+        "    audit.record = lambda *args: None\n"
+        "    return Tensor(_arr(a) @ _arr(b))\n"
+    ),
+}
+
+
+TAMPERING = {"records_cleared", "record_replaced"}
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE_MATMULS))
+def test_a_whole_matrix_matmul_fails_the_tiling_audit(name: str, tmp_path: Path) -> None:
+    body = "\ndef tiled_matmul(a, b, tile_size=64):\n" + WHOLE_MATMULS[name]
+    result = run_part_a(_write(tmp_path, name, BASE.read_text() + body))
+    audit = next(c for c in result.checks if c.name == "tiling audit")
+    assert not audit.ok and audit.status in ("fail", "not_observed"), audit
+    assert audit.blame == ["tiled_matmul"] and audit.lesson
+    assert result.verdict == "NOT_PASSED" and "tiled_matmul" in result.blamed()
+    if name not in TAMPERING:  # K1's guard fails every reply after tampering, not just the audit
+        assert result.passed() == 30 and result.blamed() == {"tiled_matmul"}
+
+
+class _Replies:
+    """StudentCalls stand-in: every call answers with the given reply."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.reply = reply
+
+    def call(self, fn: str, args: list[Any], kwargs: dict[str, Any], **opts: Any) -> dict[str, Any]:
+        return dict(self.reply)
+
+
+def test_a_reply_flagged_tampered_is_a_named_audit_failure() -> None:
+    ok = {"status": "ok", "output": np.zeros((2, 2), np.float32), "records": []}
+    got = tiling_audit(_Replies({**ok, "tampered": "audit.RECORDS was replaced"}), 0)
+    assert got.status == "fail" and "tampered with" in got.detail and "RECORDS" in got.detail
+    assert "audit" in got.lesson and got.blame == ["tiled_matmul"]
+    forged = {**ok, "records": [("matmul", ((7, 7), (7, 7)))], "tampered": True}
+    assert not tiling_audit(_Replies(forged), 0).ok
+    unseen = tiling_audit(_Replies(ok), 0)
+    assert unseen.status == "not_observed" and not unseen.ok and "np.matmul" in unseen.lesson
+
+
+# ---- the run's budget -----------------------------------------------------------------------------
+SLOW = (
+    "\nimport time as _time\n"
+    "_fast_gelu = fused_gelu\n"
+    "def fused_gelu(x):\n"
+    "    _time.sleep(0.4)  # just under the per-case timeout, on every call\n"
+    "    return _fast_gelu(x)\n"
+)
+
+
+def test_sleeping_under_the_timeout_on_every_call_is_cut_by_the_budget(tmp_path: Path) -> None:
+    path = _write(tmp_path, "slow", BASE.read_text() + SLOW)
+    start = time.perf_counter()
+    result = run_part_a(path, timeout=0.5, budget=2.0, grading=True)
+    took = time.perf_counter() - start
+    assert took < 2.0 + 0.5 + 5.0  # budget + one cut-short call + start-up and the reference math
+    assert result.verdict == "NOT_PASSED"
+    cut = [c for c in [*result.cases, *result.hidden] if c.status == "timeout"]
+    assert cut and all("budget" in c.detail for c in cut)
+    assert any(w.startswith("budget:") for w in result.warnings)
+    assert any(c.status == "pass" for c in result.cases)  # it graded what it reached
+
+
+def test_budget_flag_reaches_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "slow", BASE.read_text() + SLOW)
+    argv = ["milestone", "run", "07", "--impl", path, "--no-part-b", "--timeout", "0.5"]
+    assert main([*argv, "--budget", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "TIMEOUT" in out and "budget" in out
