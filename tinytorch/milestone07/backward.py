@@ -73,8 +73,8 @@ def backward_check(calls: StudentCalls, seed: int) -> CheckResult:
         where = f"x {x_shape}, weight {w_shape}, stride {stride}, padding {padding}" + (
             "" if with_bias else ", no bias"
         )
-        req = {"fn": FN, "args": args, "kwargs": {"stride": stride, "padding": padding}}
-        reply = calls.sandbox.request({**req, "audit": False, "grad": g}, calls.timeout)
+        kwargs = {"stride": stride, "padding": padding}
+        reply = calls.call(FN, args, kwargs, label=f"backward {where}", grad=g)
         failed = _failed_reply(calls, reply, where)
         if failed is not None:
             return failed
