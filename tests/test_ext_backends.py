@@ -115,7 +115,9 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
     path = tmp_path / "bench.json"
     exe = [sys.executable, "-m", "tinytorch.cli.main", "bench", "--quick", "--json", str(path)]
     out = subprocess.run(exe, capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads(path.read_text())
+    doc = json.loads(path.read_text())
+    assert doc["command"] == "tito bench --quick" and doc["runs"]
+    report = doc["runs"][0]
     if "error" in report:
         pytest.skip(report["error"])
     assert out.returncode == 0, out.stdout + out.stderr
@@ -125,3 +127,8 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
     assert report["checks"] and all(ch["ok"] for ch in report["checks"])
     row = report["gemm"][0]
     assert row["c++ 1t"] > 0 and 0 < row["c++ 1t / peak"] < 2
+    assert row["flops"] == 2 * 256**3 and set(row["spread"]) >= {"c++ 1t", "numpy 1t"}
+    assert row["load"] >= 0 and report["isa_requested"] in ("native", "avx2", "avx512")
+    assert set(report["kernel"]) >= {"isa", "microkernel", "blocks"} and report["blas"]
+    assert all({"target", "value", "want", "met"} <= set(t) for t in report["targets"])
+    assert "n/a" not in out.stdout
