@@ -193,8 +193,8 @@ def flag_rows(
         warnings.append(
             f"{len(noisy)} figure(s) marked 'noisy: rerun' ({', '.join(noisy[:4])}"
             + (", ..." if len(noisy) > 4 else "")
-            + "). Rerun Part B alone when the machine is quiet: "
-            "m07.run_part_b(IMPL, part_a=part_a) in Python or the notebook's Part B cell"
+            + "). Rerun Part B alone when the machine is quiet: the notebook's Part B cell, "
+            "or m07.run_part_b(IMPL, part_a=part_a) in Python"
         )
     return warnings
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from tinytorch.profiling import Ceilings, measure_ceilings
 
@@ -123,14 +124,19 @@ def roofline_points(rows: Sequence[Any]) -> list[RooflinePoint]:
     return points
 
 
-def _bars(ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str) -> None:
+def _bars(
+    ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str, order: list[str]
+) -> None:
     n_p, n_b = table.values.shape
     width = 0.8 / max(n_b, 1)
     colours = plt.get_cmap("tab10")
+    handles: list[Any] = []
     for j, backend in enumerate(table.backends):
         xs = np.arange(n_p) + (j - (n_b - 1) / 2) * width
         heights = np.nan_to_num(table.values[:, j])
-        bars = ax.bar(xs, heights, width, label=backend, color=colours(j % 10))
+        colour = colours(order.index(backend) % 10)  # one colour per backend in every panel
+        bars = ax.bar(xs, heights, width, color=colour)
+        handles.append(Patch(color=colour, label=backend))  # plain: hatching is "noisy"
         labels = []
         for i, bar in enumerate(bars):
             if table.noisy[i, j]:
@@ -152,7 +158,14 @@ def _bars(ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str)
     ax.set_xticklabels(table.problems, fontsize=8)
     ax.set_ylabel(table.unit)
     ax.margins(y=0.15)  # room for the bar labels above the tallest bar
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if table.noisy.any():
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//", label="noisy: rerun"))
+    ax.legend(
+        handles=[*ax.get_legend_handles_labels()[0], *handles],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+    )
 
 
 def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Figure:
@@ -160,12 +173,12 @@ def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Fi
     kinds = [k for k in UNITS if any(r.kind == k for r in rows)] or ["gemm"]
     fig, axes = plt.subplots(1, len(kinds), figsize=(6.5 * len(kinds), 4.6), squeeze=False)
     titles = {"gemm": "GEMM", "bias_gelu": "bias + GELU", "gelu": "GELU: unfused vs fused vs C++"}
+    order = list(dict.fromkeys(r.backend for r in rows))
     for ax, kind in zip(axes[0], kinds, strict=True):
         compute = kind == "gemm"
         peak = (ceilings.gflops if compute else ceilings.gbps) if ceilings else None
-        _bars(
-            ax, throughput_table(rows, kind), peak, "measured peak" if compute else "copy bandwidth"
-        )
+        label = "measured peak" if compute else "copy bandwidth"
+        _bars(ax, throughput_table(rows, kind), peak, label, order)
         ax.set_title(f"{titles[kind]} (higher is better)", fontsize=10)
     notes = not_timed(rows)
     if notes:
@@ -211,8 +224,17 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
             alpha=0.5 if p.noisy else 1.0,
         )
         label = f"{p.backend}, {p.problem}" + (" (noisy: rerun)" if p.noisy else "")
+        # Points of one problem alternate sides, and the right half's labels go left, so the
+        # names neither overlap each other nor run off the axes.
+        same = sorted((q for q in points if q.problem == p.problem), key=lambda q: q.gflops)
+        left = (same.index(p) % 2 == 1) != (p.intensity > np.sqrt(lo * hi))
         ax.annotate(
-            label, (p.intensity, p.gflops), xytext=(4, 3), textcoords="offset points", fontsize=6
+            label,
+            (p.intensity, p.gflops),
+            xytext=(-5, 2) if left else (5, 2),
+            textcoords="offset points",
+            ha="right" if left else "left",
+            fontsize=6,
         )
     for j, backend in enumerate(backends):
         ax.scatter([], [], color=colours(j % 10), label=backend)
