@@ -125,3 +125,10 @@ def test_an_old_build_without_kernel_fields_says_so():
     report = _report(True)
     report["kernel"] = {"isa": "avx2+fma"}
     assert "micro-kernel: not reported by this build" in bench.render_run(report)
+
+
+def test_a_build_that_ignored_the_isa_request_says_so():
+    report = _report(True)
+    report["isa_requested"] = "avx512"
+    assert "asked for the avx512 path but this build loaded avx2+fma" in bench.render_run(report)
+    assert "NOTE" not in bench.render_run(_report(True))  # avx2 asked, avx2+fma built

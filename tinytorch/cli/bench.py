@@ -132,6 +132,11 @@ def _kernel_line(report: dict[str, Any]) -> str:
         f"ISA asked: {asked} | built: {isa} | OpenMP: {b.get('openmp')} | {b.get('compiler_version')}",
         f"micro-kernel: {k.get('microkernel') or 'not reported by this build'} | blocks: {block_text}",
     ]
+    if asked not in (None, "native") and isa and asked not in str(isa):
+        lines.append(
+            f"NOTE: asked for the {asked} path but this build loaded {isa}: it does not honour "
+            "TINYTORCH_SIMD_ISA (or the CPU lacks that ISA), so this table is the native path"
+        )
     return "\n".join(lines)
 
 
