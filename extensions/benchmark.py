@@ -111,6 +111,7 @@ class TorchWorker:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
             self.reason = f"torch worker gave no answer within {timeout:g} s"
+            self.proc.kill()  # a hung worker is not asked to finish
             self.close()
             return None
         return json.loads(line) if line else None

@@ -335,3 +335,12 @@ def test_load_meter_on_a_quiet_machine_reads_zero():
     m = LoadMeter(read_stat=lambda: next(stats), cpu_clock=lambda: next(cpu), cpus=2)
     m.start()
     assert m.stop().cores == 0.0 and not m.load.busy
+
+
+def test_load_meter_without_proc_stat_falls_back_to_the_load_average():
+    m = LoadMeter(read_stat=lambda: None, cpu_clock=lambda: 0.0, cpus=2)
+    m.start()
+    load = m.stop()
+    assert load.source in ("loadavg", "unknown") and load.cores >= 0.0
+    with pytest.raises(RuntimeError, match="start"):
+        LoadMeter().stop()
