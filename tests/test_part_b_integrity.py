@@ -104,6 +104,33 @@ def test_a_submission_patching_the_timing_task_is_not_credited(
     assert row.gflops is None or row.gflops <= part_b.CREDIBLE * ceiling
 
 
+RAGGED_BUG = """
+_right = tiled_matmul
+def tiled_matmul(a, b, tile_size=64):
+    out = _right(a, b, tile_size)
+    m, n = out.data.shape
+    if m % tile_size or n % tile_size:  # the ragged last tile is dropped
+        out.data[m - m % tile_size :, :] = 0.0
+    return out
+"""
+
+
+def test_a_kernel_that_failed_part_a_is_timed_but_not_credited(tmp_path, only_student_and_ceilings):
+    from tinytorch.milestone07 import render_part_b, run_part_a
+
+    impl = tmp_path / "ragged.py"
+    impl.write_text(BASE.read_text() + RAGGED_BUG)
+    cases = ["tiled_matmul/multiple/tile64", "tiled_matmul/ragged_all_axes/tile7"]
+    part_a = run_part_a(str(impl), cases=cases, checks=False)
+    assert part_a.verdict == "NOT_PASSED"
+    result = part_b.run_part_b(str(impl), sizes="tiny", part_a=part_a)
+    (row,) = [r for r in result.rows if r.backend == "student"]
+    assert row.status == "ok" and row.ms > 0  # 64 x 64 with tile 64 is not ragged: it computes
+    assert row.flags == ["incorrect"] or row.flags == ["incorrect", "noisy"]
+    assert row.gflops is None
+    assert "incorrect: not credited" in render_part_b(result)
+
+
 def _row(backend: str, kind: str = "gemm", rate: float | None = 10.0, **kw) -> BenchRow:
     problem = "gemm 64x64x64" if kind == "gemm" else "gelu 8x8"
     gflops, gbps = (rate, None) if kind == "gemm" else (None, rate)
