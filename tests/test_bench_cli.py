@@ -132,3 +132,29 @@ def test_a_build_that_ignored_the_isa_request_says_so():
     report["isa_requested"] = "avx512"
     assert "asked for the avx512 path but this build loaded avx2+fma" in bench.render_run(report)
     assert "NOTE" not in bench.render_run(_report(True))  # avx2 asked, avx2+fma built
+
+
+def test_targets_cover_issue_13_from_the_run_figures():
+    from tinytorch.extensions import benchmark
+
+    report = {
+        "ceilings": {"fma_gflops_1t": 100.0, "fma_gflops_2t": 200.0, "copy_gbs": 30.0},
+        "gemm": [
+            {"n": 256, "c++ 1t": 40.0, "numpy 1t": 60.0, "c++ 2t": 70.0, "numpy 2t": 70.0},
+            {"n": 1024, "c++ 1t": 90.0, "numpy 1t": 92.0, "c++ 2t": 170.0, "numpy 2t": 180.0},
+        ],
+        "bias_gelu": [{"shape": "4096x4096", "c++ 2t": 27.0, "torch 2t": 6.0, "numpy": 3.0}],
+    }
+    for row in report["gemm"]:
+        row["ratio 1t"] = row["c++ 1t"] / row["numpy 1t"]
+        row["ratio 2t"] = row["c++ 2t"] / row["numpy 2t"]
+    report["bias_gelu"][0]["c++ / torch"] = 4.5
+    benchmark._fractions(report)
+    got = {t["target"]: t for t in benchmark.targets(report)}
+    assert got["C++ GEMM 256 1t / OpenBLAS 1t"]["want"] == 0.8
+    assert not got["C++ GEMM 256 1t / OpenBLAS 1t"]["met"]  # 40 / 60
+    assert not got["C++ GEMM 1024 2t / OpenBLAS 2t"]["met"]  # 170 / 180 = 0.944 < 0.95
+    assert got["C++ GEMM 1024 1t / FMA peak 1t"]["value"] == pytest.approx(0.9)
+    assert got["C++ GEMM 1024 2t / 1t"]["met"]  # 170 / 90 = 1.89 >= 1.8
+    assert got["C++ bias+GELU 4096x4096 2t / copy bandwidth"]["value"] == pytest.approx(0.9)
+    assert got["C++ bias+GELU 4096x4096 / torch (reused buffers)"]["met"]
