@@ -96,6 +96,8 @@ SCHEMA: dict[str, Any] = {
                 "rows": {"type": "array", "items": _ROW},
                 "backends": {"type": "array", "items": {"type": "object", "required": ["name", "available", "reason"]}},
                 "seconds": {"type": "number"},
+                "warnings": {"type": "array", "items": _STR},
+                "ceilings": {"type": ["object", "null"]},
             },
         },
         "environment": {"type": ["object", "null"]},
