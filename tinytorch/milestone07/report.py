@@ -126,10 +126,10 @@ def render_part_b(result: PartBResult) -> str:
         lines.append("")
     width = max((len(r.backend) for r in result.rows), default=10) + 2
     problem = None
-    untimed: dict[str, str] = {}  # backend -> reason, each listed once
+    untimed: dict[tuple[str, str], None] = {}  # (backend, reason), each listed once
     for r in result.rows:
         if r.status == "unavailable":
-            untimed.setdefault(r.backend, r.detail)
+            untimed[(r.backend, r.detail)] = None
             continue
         if r.problem != problem:
             problem = r.problem
@@ -165,10 +165,10 @@ def render_part_b(result: PartBResult) -> str:
         listed.add(name)
         mark = "yes" if b.get("available") else "no "
         lines.append(f"  {name:<{width}}{mark}  {b.get('reason', '')}")
-    rest = {name: why for name, why in untimed.items() if name not in listed}
+    rest = [(name, why) for name, why in untimed if name not in listed]
     if rest:
         lines.append("not timed")
-        lines += [f"  {name:<{width}}{why}" for name, why in rest.items()]
+        lines += [f"  {name:<{width}}{why}" for name, why in rest]
     for w in result.warnings:
         lines += _wrap(f"WARNING: {w}", indent=0)
     lines.append(f"({result.seconds:.1f} s)")
