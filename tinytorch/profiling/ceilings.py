@@ -48,6 +48,21 @@ class Ceilings:
         out["fma_gflops"], out["copy_gbs"] = self.gflops, self.gbps
         return out
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Ceilings:
+        """The inverse of to_dict (what a child process sends back as JSON-able data)."""
+
+        def per_thread(prefix: str) -> dict[int, float]:
+            keys = [k for k in d if k.startswith(prefix) and k.endswith("t")]
+            return {int(k[len(prefix) : -1]): float(d[k]) for k in keys}
+
+        fma, copy = per_thread("fma_gflops_"), per_thread("copy_gbs_")
+        if not fma or not copy:
+            raise ValueError(
+                f"Ceilings.from_dict: no fma_gflops_<n>t / copy_gbs_<n>t in {sorted(d)}"
+            )
+        return cls(fma, copy, str(d.get("how", "")), list(d.get("notes", [])))
+
 
 def _simd() -> Any | None:
     try:
