@@ -70,19 +70,21 @@ class TorchWorker:
     """torch in a child process (tinytorch.extensions.torch_worker); `time(req)` gives seconds
     per call or NaN. Every request has a timeout: a hung worker is killed, not waited for."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: list[str] | None = None, timeout: float = TORCH_TIMEOUT_S) -> None:
+        """command: the worker to start (tests pass a stand-in); timeout: seconds per request."""
         self.proc: subprocess.Popen[str] | None = None
         self.reason = ""
         self.version = ""
+        self.timeout = timeout
         self._lines: queue.Queue[str | None] = queue.Queue()
         try:
             import importlib.util
 
-            if importlib.util.find_spec("torch") is None:
+            if command is None and importlib.util.find_spec("torch") is None:
                 self.reason = "torch is not installed (pip install torch==2.13.0 for the CPU wheel)"
                 return
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tinytorch.extensions.torch_worker"],
+                command or [sys.executable, "-m", "tinytorch.extensions.torch_worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -93,7 +95,7 @@ class TorchWorker:
                 raise RuntimeError(f"torch worker did not start: {info}")
             self.version = info["torch"]
         except Exception as exc:  # noqa: BLE001 - torch columns are left out, with the reason
-            self.reason = f"torch worker failed: {exc}"
+            self.reason = self.reason or f"torch worker failed: {exc}"
             self.close()
 
     def _pump(self) -> None:
@@ -102,15 +104,15 @@ class TorchWorker:
             self._lines.put(line)
         self._lines.put(None)
 
-    def ask(self, req: dict[str, Any], timeout: float = TORCH_TIMEOUT_S) -> dict[str, Any] | None:
+    def ask(self, req: dict[str, Any]) -> dict[str, Any] | None:
         if self.proc is None or self.proc.stdin is None:
             return None
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         try:
-            line = self._lines.get(timeout=timeout)
+            line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
-            self.reason = f"torch worker gave no answer within {timeout:g} s"
+            self.reason = f"torch worker gave no answer within {self.timeout:g} s"
             self.proc.kill()  # a hung worker is not asked to finish
             self.close()
             return None

@@ -136,22 +136,9 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
 
 
 def test_a_torch_worker_that_never_answers_times_out_and_is_killed() -> None:
-    import threading
-
     from tinytorch.extensions import benchmark
 
-    worker = benchmark.TorchWorker.__new__(benchmark.TorchWorker)
-    worker.reason, worker.version = "", ""
-    worker._lines = __import__("queue").Queue()
-    worker.proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfor line in sys.stdin: time.sleep(60)"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    threading.Thread(target=worker._pump, daemon=True).start()
-    proc = worker.proc
-    assert worker.ask({"op": "info"}, timeout=0.5) is None
+    sleeper = [sys.executable, "-c", "import sys, time\nfor line in sys.stdin: time.sleep(60)"]
+    worker = benchmark.TorchWorker(command=sleeper, timeout=0.5)  # its "info" is never answered
     assert "no answer within 0.5 s" in worker.reason and not worker.ok
-    assert proc.poll() is not None  # killed and reaped, not left running
     assert math.isnan(worker.time({"op": "gemm", "n": 8, "threads": 1}))
