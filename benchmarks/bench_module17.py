@@ -9,11 +9,11 @@
    2*8*64*56*56*64*9 = 1.85 GFLOP. im2col writes a (576, 25088) float32 matrix (58 MB, ~2-4 ms at
    copy bandwidth), then one GEMM. Target <= 2.5x.
 
-Each pair runs interleaved (A, B, A, B, ...) so that machine noise hits both alike. The headline
+Each pair runs interleaved (A, B, B, A, ...: tinytorch.profiling's rounds) so that machine noise hits both alike. The headline
 is the median over rounds of the per-round ratio (the two calls of a round ran back to back under
 the same load); medians and bests are printed too. Correctness is checked before timing.
 
-Before each timed call the benchmark idles `--pause` seconds (default 0.15). After a
+After each timed call the benchmark idles `--pause` seconds (default 0.15). After a
 multi-threaded call, OpenBLAS's and torch's worker threads keep spinning for up to ~0.1 s; a call
 that starts inside that window shares its cores with them, whichever of the two it is.
 `--pause 0` shows that back-to-back figure.
@@ -23,28 +23,28 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 from tinytorch.perf.acceleration import im2col_conv2d, tiled_matmul
+from tinytorch.profiling import interleaved as interleaved_rounds
+from tinytorch.profiling import per_call
 
 
 def interleaved(
     fns: dict[str, Callable[[], object]], repeats: int, pause_s: float
 ) -> dict[str, list[float]]:
-    """Seconds per call of each function, timed in alternation (A, B, A, B, ...) after a warm-up."""
+    """Seconds per call of each function, one call per round, the rounds interleaved, after a
+    warm-up: tinytorch.profiling's policy, with `pause_s` of idle after every call."""
     for fn in fns.values():
         fn()
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            time.sleep(pause_s)
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return samples
+    one_call = {
+        name: lambda fn=fn: per_call(fn, warmup=0, min_time=0.0, min_calls=1, max_calls=1).min
+        for name, fn in fns.items()
+    }
+    timings = interleaved_rounds(one_call, repeats, default_settle=pause_s)
+    return {name: list(t.samples) for name, t in timings.items()}
 
 
 def report(t: dict[str, list[float]], flops: float, ours: str, theirs: str) -> float:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
+
+from tinytorch.profiling import per_call
 
 
 def _no_gpu_reason() -> str | None:
@@ -65,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def do_bench(fn: Any) -> float:
             """Wall-clock ms of one call: the interpreter's timings mean nothing anyway."""
-            start = time.perf_counter()
-            fn()
-            return (time.perf_counter() - start) * 1e3
+            return per_call(fn, warmup=0, min_time=0.0, min_calls=1, max_calls=1).min * 1e3
     else:
         from triton.testing import do_bench
 
@@ -169,10 +168,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # 5. transfer-inclusive, reported apart -----------------------------------------------------
     an, bn_, biasn = a.cpu().numpy(), b.cpu().numpy(), bias.cpu().numpy()
-    tk.matmul_bias_gelu(an, bn_, biasn)
-    start = time.perf_counter()
-    tk.matmul_bias_gelu(an, bn_, biasn)
-    total = time.perf_counter() - start
+    total = per_call(
+        lambda: tk.matmul_bias_gelu(an, bn_, biasn),
+        warmup=1,
+        min_time=0.0,
+        min_calls=1,
+        max_calls=1,
+    ).min
     report["numpy_roundtrip_gemm_s"] = total
     print(
         f"\nNumPy in/out GEMM+bias+GELU {s}: {total * 1e3:.1f} ms (includes host<->device copies)"

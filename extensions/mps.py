@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import platform
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -58,28 +57,6 @@ def matmul(a: object, b: object) -> np.ndarray:
     out = ta @ tb
     torch.mps.synchronize()
     return out.cpu().numpy()
-
-
-def time_matmul(n: int, repeats: int = 10) -> dict[str, float]:
-    """Median seconds of an n x n matmul with device-resident data (synchronized), and GFLOP/s."""
-    ok, reason = available()
-    if not ok:
-        raise RuntimeError(f"MPS matmul unavailable: {reason}")
-    import torch
-
-    a = torch.randn(n, n, device="mps")
-    b = torch.randn(n, n, device="mps")
-    for _ in range(3):
-        a @ b
-    torch.mps.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        torch.mps.synchronize()  # MPS is asynchronous: without this we would time the launch
-        samples.append(time.perf_counter() - start)
-    median = float(np.median(samples))
-    return {"median_s": median, "gflops": 2.0 * n**3 / median / 1e9}
 
 
 def _check(x: object, name: str) -> np.ndarray:

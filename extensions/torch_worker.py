@@ -19,13 +19,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import time
 from typing import Any
-
-import numpy as np
 
 TASK = "tinytorch.extensions.torch_worker:task"
 REQUEST_TIMEOUT_S = 600.0  # one timed request, however large
+
+from tinytorch.profiling import per_call
 
 
 def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
@@ -59,16 +58,19 @@ def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
         torch.set_num_threads(2)
         (ta,) = tensors(("simd", n), (n, n))
         a = ta.numpy()
-        samples = []
-        for _ in range(int(req.get("repeats", 5))):
-            torch.mm(ta, ta)  # torch's OpenMP pool has just run and is spinning down
-            start = time.perf_counter()
-            simd.matmul(a, a, threads=threads)
-            samples.append(time.perf_counter() - start)
+        repeats = int(req.get("repeats", 5))
+        timing = per_call(
+            lambda: simd.matmul(a, a, threads=threads),
+            warmup=0,
+            min_time=0.0,
+            min_calls=repeats,
+            max_calls=repeats,
+            before=lambda _i: torch.mm(ta, ta),  # torch's OpenMP pool has just run, spinning down
+        )
         torch.set_num_threads(1)  # changes the process-wide OpenMP default (shared libgomp)
         team = simd.team_size(threads)  # our regions pass num_threads, so they keep `threads`
         torch.set_num_threads(2)
-        return {"seconds": float(np.median(samples)), "team_size_after_torch_1_thread": team}
+        return {"seconds": timing.median, "team_size_after_torch_1_thread": team}
     return {"error": f"unknown op {op!r}"}
 
 
@@ -104,7 +106,7 @@ class TorchWorker:
         self.version = ""
         self.timeout = timeout
         if importlib.util.find_spec("torch") is None:
-            self.reason = "torch is not installed"
+            self.reason = "torch is not installed (pip install torch==2.13.0 for the CPU wheel)"
             return
         from tinytorch.milestone07.sandbox import Sandbox
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import types
@@ -115,7 +116,9 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
     path = tmp_path / "bench.json"
     exe = [sys.executable, "-m", "tinytorch.cli.main", "bench", "--quick", "--json", str(path)]
     out = subprocess.run(exe, capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads(path.read_text())
+    doc = json.loads(path.read_text())
+    assert doc["command"] == "tito bench --quick" and doc["runs"]
+    report = doc["runs"][0]
     if "error" in report:
         pytest.skip(report["error"])
     assert out.returncode == 0, out.stdout + out.stderr
@@ -125,3 +128,17 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
     assert report["checks"] and all(ch["ok"] for ch in report["checks"])
     row = report["gemm"][0]
     assert row["c++ 1t"] > 0 and 0 < row["c++ 1t / peak"] < 2
+    assert row["flops"] == 2 * 256**3 and set(row["spread"]) >= {"c++ 1t", "numpy 1t"}
+    assert row["load"] >= 0 and report["isa_requested"] in ("native", "avx2", "avx512")
+    assert set(report["kernel"]) >= {"isa", "microkernel", "blocks"} and report["blas"]
+    assert all({"target", "value", "want", "met"} <= set(t) for t in report["targets"])
+    assert "n/a" not in out.stdout
+
+
+def test_a_torch_worker_that_never_answers_times_out_and_is_killed() -> None:
+    from tinytorch.extensions import benchmark
+
+    sleeper = [sys.executable, "-c", "import sys, time\nfor line in sys.stdin: time.sleep(60)"]
+    worker = benchmark.TorchWorker(command=sleeper, timeout=0.5)  # its "info" is never answered
+    assert "no answer within 0.5 s" in worker.reason and not worker.ok
+    assert math.isnan(worker.time({"op": "gemm", "n": 8, "threads": 1}))

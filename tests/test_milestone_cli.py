@@ -160,8 +160,8 @@ def test_part_b_flags_a_wrong_native_kernel_as_mismatch(monkeypatch: pytest.Monk
     fake = types.ModuleType("tinytorch.extensions.simd")
     fake.available = lambda: (True, "fake")
     fake.build_info = lambda: {"isa": "fake", "openmp": False, "threads": 1}
-    fake.matmul = lambda a, b, threads=None: (a @ b) + 1.0  # off by one everywhere
-    fake.fused_bias_gelu = lambda x, bias, threads=None: np.zeros_like(x)
+    fake.matmul = lambda a, b, threads=None, out=None: (a @ b) + 1.0  # off by one everywhere
+    fake.fused_bias_gelu = lambda x, bias, threads=None, out=None: np.zeros_like(x)
     monkeypatch.setitem(sys.modules, "tinytorch.extensions.simd", fake)
     import tinytorch.extensions
 

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import time
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from tinytorch.profiling import measure_latency, measure_peak_memory
+from tinytorch.profiling import (
+    Ceilings,
+    LoadMeter,
+    Timing,
+    bias_gelu,
+    gelu,
+    gemm,
+    interleaved,
+    measure_ceilings,
+    measure_latency,
+    measure_peak_memory,
+    numpy_bias_gelu,
+    per_call,
+    spread,
+)
+from tinytorch.profiling.load import NOISY_LOAD, cpu_jiffies
 
 MiB = 2**20
 
@@ -109,3 +125,222 @@ def test_peak_memory_leaves_tracemalloc_as_it_found_it():
 def test_latency_accepts_numpy_integer_counts():
     stats = measure_latency(lambda: None, warmup=np.int64(1), repeats=np.int64(3))
     assert stats.repeats == 3 and type(stats.repeats) is int and len(stats.samples) == 3
+
+
+# ---- the one timing policy, driven by a fake clock ----------------------------------------------
+
+
+class FakeClock:
+    """A clock that only moves when a fake call says how long it took."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def call(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_per_call_takes_one_sample_per_call_after_the_warmup():
+    clock = FakeClock()
+    durations = iter([9.0, 1.0, 3.0, 2.0, 5.0, 4.0] + [1.0] * 100)
+    timing = per_call(
+        lambda: clock.call(next(durations)),
+        warmup=1,
+        min_time=0.0,
+        min_calls=5,
+        max_calls=5,
+        clock=clock,
+    )
+    assert timing.samples == (1.0, 3.0, 2.0, 5.0, 4.0)  # the 9 s warm-up is not a sample
+    assert timing.median == 3.0 and timing.min == 1.0 and timing.max == 5.0
+    assert timing.spread == pytest.approx((4.0 - 2.0) / 3.0)  # (q3 - q1) / median, inclusive
+
+
+def test_per_call_samples_a_fast_kernel_until_min_time_and_min_calls():
+    clock = FakeClock()
+    timing = per_call(lambda: clock.call(0.001), warmup=0, min_time=0.01, min_calls=3, clock=clock)
+    assert len(timing.samples) == 10  # 10 x 1 ms reach min_time = 10 ms
+    timing = per_call(lambda: clock.call(0.03), warmup=0, min_time=0.01, min_calls=3, clock=clock)
+    assert len(timing.samples) == 3  # min_calls holds even when one call outlasts min_time
+    timing = per_call(lambda: clock.call(0.2), warmup=0, min_time=0.01, min_calls=3, clock=clock)
+    assert len(timing.samples) == 1  # past 10 x min_time a slow kernel needs no more
+
+
+def test_per_call_keeps_a_slow_warmup_as_the_only_sample():
+    clock = FakeClock()
+    calls = []
+
+    def slow():
+        calls.append(1)
+        clock.call(3.0)
+
+    timing = per_call(slow, warmup=1, min_calls=5, slow_s=2.0, clock=clock)
+    assert timing.samples == (3.0,) and len(calls) == 1
+
+
+def test_per_call_runs_before_and_after_untimed_around_every_sample():
+    clock = FakeClock()
+    seen = []
+    timing = per_call(
+        lambda: clock.call(1.0) or len(seen),
+        warmup=1,
+        min_time=0.0,
+        min_calls=3,
+        max_calls=3,
+        before=lambda i: (seen.append(("before", i)), clock.call(100.0)),
+        after=lambda i, result: seen.append(("after", i)),
+        clock=clock,
+    )
+    assert timing.samples == (1.0, 1.0, 1.0)  # the 100 s of `before` is never inside a sample
+    assert seen[:2] == [("before", -1), ("after", -1)]  # the warm-up is checked too
+    assert [s for s in seen[2:] if s[0] == "before"] == [
+        ("before", 0),
+        ("before", 1),
+        ("before", 2),
+    ]
+
+
+def test_a_failing_after_check_stops_the_timing():
+    def check(i, result):
+        raise AssertionError(f"wrong output at sample {i}")
+
+    with pytest.raises(AssertionError, match="sample -1"):
+        per_call(lambda: 0, after=check)
+
+
+def test_interleaved_rotates_who_goes_first_and_settles_after_each_sample():
+    order, pauses = [], []
+
+    def backend(name, seconds):
+        return lambda: order.append(name) or seconds
+
+    out = interleaved(
+        {"a": backend("a", 1.0), "b": backend("b", 2.0), "c": backend("c", 4.0)},
+        rounds=3,
+        settle={"b": 0.25},
+        default_settle=0.001,
+        sleep=pauses.append,
+    )
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert pauses.count(0.25) == 3 and pauses.count(0.001) == 6
+    assert out["c"].samples == (4.0, 4.0, 4.0) and out["b"].median == 2.0
+    assert isinstance(out["a"], Timing)
+
+
+def test_spread_is_none_below_three_samples_and_zero_when_all_agree():
+    assert spread([1.0, 2.0]) is None
+    assert spread([2.0, 2.0, 2.0, 2.0]) == 0.0
+    assert spread([1.0, 1.0, 1.0, 10.0]) > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"min_calls": 0}, "min_calls"),
+        ({"warmup": -1}, "warmup"),
+        ({"max_calls": 1.5}, "max_calls"),
+    ],
+)
+def test_per_call_rejects_bad_counts(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        per_call(lambda: None, **kwargs)
+
+
+def test_interleaved_rejects_zero_rounds():
+    with pytest.raises(ValueError, match="rounds"):
+        interleaved({"a": lambda: 1.0}, rounds=0)
+
+
+# ---- problem definitions: the work per call as numbers --------------------------------------------
+def test_problem_flops_and_bytes_are_the_napkin_math():
+    p = gemm(2, 3, 4)
+    assert (p.flops, p.bytes, p.name) == (2 * 2 * 3 * 4, 4 * (6 + 12 + 8), "gemm 2x3x4")
+    assert gemm(256).dims == (256, 256, 256)
+    q = bias_gelu(512, 1024)
+    assert q.bytes == 4 * (2 * 512 * 1024 + 1024) and q.flops == 10 * 512 * 1024
+    assert q.name == "bias+gelu 512x1024"
+    assert gelu(8, 16).bytes == 4 * 2 * 8 * 16
+    assert p.intensity == pytest.approx(48 / 104)
+
+
+def test_problem_inputs_are_seeded_float32_and_the_reference_is_float64():
+    p = gemm(5, 7, 3)
+    a, b = p.inputs(seed=1)
+    assert a.shape == (5, 7) and b.shape == (7, 3) and a.dtype == np.float32
+    assert np.array_equal(a, p.inputs(seed=1)[0]) and not np.array_equal(a, p.inputs(seed=2)[0])
+    ref = p.reference(a, b)
+    assert ref.dtype == np.float64
+    np.testing.assert_allclose(ref, a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_the_numpy_baseline_matches_the_float64_gelu():
+    p = bias_gelu(33, 65)
+    x, bias = p.inputs()
+    x[0, :5] = [-20.0, -9.0, 0.0, 9.0, 20.0]
+    ref = p.reference(x, bias)
+    # an independent formula: 0.5 y (1 + erf-free tanh form) written out here
+    y = x.astype(np.float64) + bias
+    np.testing.assert_allclose(
+        ref, 0.5 * y * (1 + np.tanh(0.7978845608 * (y + 0.044715 * y**3))), atol=1e-9
+    )
+    got = numpy_bias_gelu(x, bias, out=np.empty_like(x), tmp=np.empty_like(x))
+    assert np.abs(got - ref).max() < 1e-5 and np.isfinite(got).all()
+
+
+@pytest.mark.parametrize("bad", [(0,), (2, -1), (2.5,), (True,)])
+def test_problem_dims_must_be_positive_ints(bad):
+    with pytest.raises(ValueError, match="gemm"):
+        gemm(*bad)
+
+
+# ---- ceilings and load ------------------------------------------------------------------------------
+def test_ceilings_api_gives_one_figure_per_thread_count():
+    c = measure_ceilings(threads=(1, 2), quick=True, rounds=1)
+    assert isinstance(c, Ceilings) and set(c.fma_gflops) == {1, 2} == set(c.copy_gbs)
+    assert all(v > 0 and np.isfinite(v) for v in [*c.fma_gflops.values(), *c.copy_gbs.values()])
+    assert c.gflops == max(c.fma_gflops.values()) and c.gbps == max(c.copy_gbs.values())
+    d = c.to_dict()
+    assert d["fma_gflops_1t"] == c.fma_gflops[1] and d["copy_gbs_2t"] == c.copy_gbs[2]
+    assert "copy" in c.how
+
+
+STAT = "cpu  {u} 0 {s} {i} 0 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+
+
+def test_cpu_jiffies_reads_the_aggregate_line():
+    assert cpu_jiffies(STAT.format(u=10, s=5, i=85)) == (15, 100)
+    with pytest.raises(ValueError, match="cpu"):
+        cpu_jiffies("intr 1 2 3\n")
+
+
+def test_load_meter_subtracts_this_process_own_cpu_time():
+    tick = os.sysconf("SC_CLK_TCK")
+    # 2 CPUs for 1 s of wall time = 2 * tick jiffies; 1.5 s of it busy, 0.5 s of that ours.
+    stats = iter([(0, 0), (int(1.5 * tick), 2 * tick)])
+    cpu = iter([10.0, 10.5])
+    m = LoadMeter(read_stat=lambda: next(stats), cpu_clock=lambda: next(cpu), cpus=2)
+    m.start()
+    load = m.stop()
+    assert load.source == "/proc/stat" and load.cores == pytest.approx(1.0)
+    assert load.busy == (1.0 > NOISY_LOAD)
+
+
+def test_load_meter_on_a_quiet_machine_reads_zero():
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = iter([(0, 0), (tick, 2 * tick)])  # the busy second was all ours
+    cpu = iter([0.0, 1.0])
+    m = LoadMeter(read_stat=lambda: next(stats), cpu_clock=lambda: next(cpu), cpus=2)
+    m.start()
+    assert m.stop().cores == 0.0 and not m.load.busy
+
+
+def test_load_meter_without_proc_stat_falls_back_to_the_load_average():
+    m = LoadMeter(read_stat=lambda: None, cpu_clock=lambda: 0.0, cpus=2)
+    m.start()
+    load = m.stop()
+    assert load.source in ("loadavg", "unknown") and load.cores >= 0.0
+    with pytest.raises(RuntimeError, match="start"):
+        LoadMeter().stop()

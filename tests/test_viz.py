@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from matplotlib.figure import Figure
 
 from tinytorch.viz import heatmap as hm
-from tinytorch.viz import timing
 from tinytorch.viz.im2col import column_colour, draw_im2col, im2col_layout
 from tinytorch.viz.native import native_status, native_status_text
 from tinytorch.viz.tables import cases_html, cases_text, checks_html
@@ -194,83 +193,6 @@ def test_draw_heatmap_writes_every_annotation():
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts == ["pass\n1.0e-07", "FAIL\n2.0e+00"]
     assert "1/2 pass" in fig.axes[0].get_title()
-
-
-# ---- timing -------------------------------------------------------------------------------------
-
-
-def _row(problem, kind, backend, status="ok", ms=None, gflops=None, gbps=None, detail=""):
-    return SimpleNamespace(
-        problem=problem,
-        kind=kind,
-        backend=backend,
-        status=status,
-        ms=ms,
-        gflops=gflops,
-        gbps=gbps,
-        detail=detail,
-    )
-
-
-ROWS = [
-    _row("gemm 256x256x256", "gemm", "numpy", ms=0.5, gflops=67.1),
-    _row("gemm 256x256x256", "gemm", "student", ms=5.0, gflops=6.7),
-    _row("gemm 1024x1024x1024", "gemm", "numpy", ms=12.0, gflops=179.0),
-    _row("gemm 256x256x256", "gemm", "triton", "unavailable", detail="no CUDA GPU"),
-    _row("gemm 256x256x256", "gemm", "c++ simd", "mismatch", detail="max err 3.0"),
-    _row("bias+gelu 512x1024", "bias_gelu", "numpy", ms=1.0, gbps=4.2),
-]
-
-
-def test_problem_cost_napkin_math():
-    assert timing.problem_cost("gemm", "gemm 2x3x4") == (2 * 2 * 3 * 4, 4 * (6 + 12 + 8))
-    assert timing.problem_cost("bias_gelu", "bias+gelu 512x1024") == (
-        10 * 512 * 1024,
-        4 * (2 * 512 * 1024 + 1024),
-    )
-    assert timing.problem_cost("gemm", "gemm large") is None
-
-
-def test_throughput_table_places_ok_rows_only():
-    table = timing.throughput_table(ROWS, "gemm")
-    assert table.problems == ("gemm 256x256x256", "gemm 1024x1024x1024")
-    assert table.backends == ("numpy", "student")
-    assert table.values[0].tolist() == [67.1, 6.7]
-    assert table.values[1, 0] == 179.0 and np.isnan(table.values[1, 1])
-    assert timing.throughput_table(ROWS, "bias_gelu").unit == "GB/s"
-    with pytest.raises(ValueError, match="kind"):
-        timing.throughput_table(ROWS, "conv")
-
-
-def test_not_timed_gives_reasons_and_blames_mismatch_on_us():
-    notes = timing.not_timed(ROWS)
-    assert any("triton" in n and "no CUDA GPU" in n for n in notes)
-    assert any("c++ simd" in n and "TinyTorch bug" in n for n in notes)
-    assert len(notes) == 2
-
-
-def test_roofline_points_intensity_and_rate():
-    points = {(b, p): (i, g) for b, p, i, g in timing.roofline_points(ROWS)}
-    intensity, gflops = points[("numpy", "gemm 256x256x256")]
-    assert intensity == pytest.approx(2 * 256**3 / (4 * 3 * 256**2))
-    assert gflops == pytest.approx(2 * 256**3 / 0.5e-3 / 1e9)
-    assert ("triton", "gemm 256x256x256") not in points
-
-
-def test_timing_figures_draw_with_ceilings():
-    ceilings = timing.Ceilings(200.0, 30.0, "test")
-    fig = timing.draw_throughput(ROWS, ceilings)
-    assert len(fig.axes) == 2
-    assert "not timed" in " ".join(t.get_text() for t in fig.texts)
-    roof = timing.draw_roofline(ROWS, ceilings)
-    line = roof.axes[0].lines[0]
-    xs, ys = line.get_data()
-    np.testing.assert_allclose(ys, np.minimum(200.0, xs * 30.0))
-
-
-def test_measure_ceilings_is_positive_and_finite():
-    c = timing.measure_ceilings(repeats=1)
-    assert np.isfinite(c.gflops) and c.gflops > 0 and np.isfinite(c.gbps) and c.gbps > 0
 
 
 # ---- tables and native status -------------------------------------------------------------------

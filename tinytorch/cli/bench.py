@@ -1,130 +1,282 @@
-"""`tito bench`: native kernels vs NumPy/OpenBLAS and torch, beside the machine's measured ceilings."""
+"""`tito bench`: the C++ kernels vs OpenBLAS and torch, per ISA, beside this machine's ceilings.
+
+Each ISA runs in its own child (`python -m tinytorch.extensions.benchmark`) with
+TINYTORCH_SIMD_ISA set, so the C++ build for that path is the one loaded. For the AVX2 path on an
+AVX-512 CPU the child also gets OPENBLAS_CORETYPE=Haswell before NumPy loads, so OpenBLAS is held
+to its own AVX2 kernels (like for like); threadpoolctl then reports which kernels it picked.
+Without --isa: the native path, plus the AVX2 path when the CPU has AVX-512 (the AVX2 table is
+always there on x86).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tinytorch.profiling.load import NOISY_LOAD
 
-def _fmt(value: Any, spec: str = "7.1f") -> str:
-    return "n/a".rjust(len(format(0.0, spec))) if value is None else format(value, spec)
+ISAS = ("native", "avx2", "avx512", "scalar")
+CHILD_TIMEOUT_S = 3600
 
 
-def render(report: dict[str, Any]) -> str:
-    """The report as plain-text tables (figures, then the fraction of the ceiling in brackets)."""
-    lines: list[str] = []
-    b = report.get("build", {})
-    lines.append(
-        f"C++ kernels: {b.get('isa')} | OpenMP {b.get('openmp')} | {b.get('compiler_version')}"
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def plan(isa: str | None, flags: set[str], machine: str | None = None) -> list[str]:
+    """Which ISA paths to benchmark: the one asked for, or native (+ avx2 on an AVX-512 CPU)."""
+    if isa is not None:
+        return [isa]
+    machine = machine or platform.machine()
+    if machine in ("x86_64", "AMD64") and "avx512f" in flags:
+        return ["avx512", "avx2"]
+    if machine in ("x86_64", "AMD64") and "avx2" in flags:
+        return ["avx2"]
+    return ["native"]
+
+
+def child_env(isa: str, flags: set[str]) -> dict[str, str]:
+    """The child's environment: the ISA, and OpenBLAS held to AVX2 kernels for a like-for-like ratio."""
+    env = dict(os.environ, TINYTORCH_SIMD_ISA=isa)
+    env.pop("OPENBLAS_CORETYPE", None)
+    if isa == "avx2" and "avx512f" in flags:
+        env["OPENBLAS_CORETYPE"] = "Haswell"
+    return env
+
+
+def run_isa(isa: str, flags: set[str], quick: bool, rounds: int | None) -> dict[str, Any]:
+    """One child for one ISA; its JSON report, with the OpenBLAS kernel check added."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report.json"
+        cmd = [sys.executable, "-m", "tinytorch.extensions.benchmark", "--out", str(out)]
+        cmd += ["--quick"] if quick else []
+        cmd += ["--rounds", str(rounds)] if rounds else []
+        env = child_env(isa, flags)
+        try:
+            proc = subprocess.run(cmd, env=env, timeout=CHILD_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return {
+                "isa_requested": isa,
+                "error": f"benchmark child gave no report in {CHILD_TIMEOUT_S} s",
+                "checks": [],
+            }
+        if not out.exists():
+            return {
+                "isa_requested": isa,
+                "error": f"benchmark child exited {proc.returncode} without a report",
+                "checks": [],
+            }
+        report = json.loads(out.read_text())
+    want = env.get("OPENBLAS_CORETYPE")
+    if want:
+        archs = [lib.get("architecture") for lib in report.get("blas", [])]
+        report["coretype_check"] = {
+            "wanted": want,
+            "seen": archs,
+            "ok": bool(archs) and all(a == want for a in archs),
+        }
+    return report
+
+
+# ---- rendering ----------------------------------------------------------------------------------
+def table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Right-aligned columns sized to their widest cell, separated by ' | '."""
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
+    ]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return " | ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
+
+    return [fmt(head), "-+-".join("-" * w for w in widths), *(fmt(r) for r in rows)]
+
+
+def _fig(value: float | None, frac: float | None = None) -> str:
+    """'40.5 (0.44)': a figure and its fraction of the ceiling; '-' when not measured."""
+    if value is None:
+        return "-"
+    return f"{value:.1f}" + (f" ({frac:.2f})" if frac is not None else "")
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _kernel_line(report: dict[str, Any]) -> str:
+    b, k = report.get("build", {}), report.get("kernel", {})
+    blocks = k.get("blocks")
+    block_text = (
+        " ".join(f"{key}={val}" for key, val in blocks.items())
+        if isinstance(blocks, dict)
+        else "not reported by this build"
     )
-    lines.append(f"torch: {report.get('torch', {}).get('reason', 'n/a')}")
+    asked, isa = report.get("isa_requested"), k.get("isa") or b.get("isa")
+    lines = [
+        f"ISA asked: {asked} | built: {isa} | OpenMP: {b.get('openmp')} | {b.get('compiler_version')}",
+        f"micro-kernel: {k.get('microkernel') or 'not reported by this build'} | blocks: {block_text}",
+    ]
+    if asked not in (None, "native") and isa and asked not in str(isa):
+        lines.append(
+            f"NOTE: asked for the {asked} path but this build loaded {isa}: it does not honour "
+            "TINYTORCH_SIMD_ISA (or the CPU lacks that ISA), so this table is the native path"
+        )
+    return "\n".join(lines)
+
+
+def render_run(report: dict[str, Any]) -> str:
+    lines = [f"== C++ path {report.get('isa_requested')} ==", _kernel_line(report)]
+    for lib in report.get("blas", []):
+        lines.append(
+            f"BLAS: {lib.get('internal_api')} {lib.get('version')}, kernels {lib.get('architecture')}"
+        )
+    cc = report.get("coretype_check")
+    if cc:
+        lines.append(
+            f"OPENBLAS_CORETYPE={cc['wanted']}: threadpoolctl saw {cc['seen']} ({'held' if cc['ok'] else 'NOT held: ratio is not like for like'})"
+        )
+    torch = report.get("torch", {})
+    has_torch = bool(torch.get("available"))
+    lines.append(f"torch: {torch.get('reason', 'not measured')}")
     if "error" in report:
         lines.append(f"ERROR: {report['error']}")
         return "\n".join(lines)
     c = report["ceilings"]
     lines.append(
-        f"Ceilings: FMA peak {c['fma_gflops_1t']:.0f} GFLOP/s (1 thread), "
-        f"{c['fma_gflops_2t']:.0f} (2 threads); copy {c['copy_gbs_1t']:.1f} GB/s (1t), "
-        f"{c['copy_gbs_2t']:.1f} (2t), NumPy copyto {c['copy_gbs_numpy']:.1f}"
+        f"this machine: FMA peak {c['fma_gflops_1t']:.0f} GFLOP/s on 1 thread, {c['fma_gflops_2t']:.0f} on 2; "
+        f"copy bandwidth {c['copy_gbs_1t']:.1f} GB/s on 1 thread, {c['copy_gbs_2t']:.1f} on 2"
     )
-    lines.append("")
-    lines.append("GEMM n x n x n, GFLOP/s (fraction of FMA peak at the same thread count)")
-    head = f"{'n':>5} | {'C++ 1t':>13} | {'OpenBLAS 1t':>13} | {'ratio':>5} | "
-    head += f"{'C++ 2t':>13} | {'OpenBLAS 2t':>13} | {'ratio':>5} | {'torch 2t':>13}"
-    lines.append(head)
+    lines += ["", "GEMM n x n x n, GFLOP/s (fraction of the FMA peak at the same thread count)"]
+    head = ["n", "C++ 1t", "OpenBLAS 1t", "ratio", "C++ 2t", "OpenBLAS 2t", "ratio"] + (
+        ["torch 2t"] if has_torch else []
+    )
+    rows = []
     for r in report["gemm"]:
-
-        def cell(key: str, r: dict[str, Any] = r) -> str:
-            frac = r.get(f"{key} / peak")
-            return f"{_fmt(r.get(key))} ({_fmt(frac, '.2f') if frac else ' n/a'})"
-
-        lines.append(
-            f"{r['n']:>5} | {cell('c++ 1t')} | {cell('numpy 1t')} | {r['ratio 1t']:5.2f} | "
-            f"{cell('c++ 2t')} | {cell('numpy 2t')} | {r['ratio 2t']:5.2f} | {cell('torch 2t')}"
-        )
-    lines.append("")
-    lines.append(
-        "bias+GELU y = gelu(x + bias), GB/s (fraction of copy bandwidth); "
-        "'alloc' = a new output per call"
+        cells = [str(r["n"])]
+        for t in (1, 2):
+            cells += [
+                _fig(r.get(f"c++ {t}t"), r.get(f"c++ {t}t / peak")),
+                _fig(r.get(f"numpy {t}t"), r.get(f"numpy {t}t / peak")),
+                _ratio(r.get(f"ratio {t}t")),
+            ]
+        if has_torch:
+            cells.append(_fig(r.get("torch 2t"), r.get("torch 2t / peak")))
+        rows.append(cells)
+    lines += table(head, rows)
+    lines += [
+        "",
+        "bias+GELU y = gelu(x + bias), GB/s (fraction of the copy bandwidth); 'alloc': a new output per call",
+    ]
+    head = ["shape", "C++ 1t", "C++ 2t", "NumPy", "C++ 2t alloc"] + (
+        ["torch 2t", "C++/torch", "torch 2t alloc", "C++/torch alloc"] if has_torch else []
     )
-    lines.append(
-        f"{'shape':>9} | {'C++ 1t':>13} | {'C++ 2t':>13} | {'NumPy':>13} | "
-        f"{'torch 2t':>13} | C++/torch | {'C++ 2t alloc':>13} | {'torch 2t alloc':>14} | C++/torch"
-    )
+    rows = []
     for r in report["bias_gelu"]:
-
-        def gcell(key: str, r: dict[str, Any] = r) -> str:
-            frac = r.get(f"{key} / copy")
-            return f"{_fmt(r.get(key))} ({_fmt(frac, '.2f') if frac else ' n/a'})"
-
-        lines.append(
-            f"{r['shape']:>9} | {gcell('c++ 1t')} | {gcell('c++ 2t')} | {gcell('numpy')} | "
-            f"{gcell('torch 2t')} | {_fmt(r.get('c++ / torch'), '8.1f')}x | "
-            f"{gcell('c++ 2t alloc')} | {gcell('torch 2t alloc')} | "
-            f"{_fmt(r.get('c++ / torch alloc'), '8.1f')}x"
-        )
-    lines.append("")
-    lines.append("Fused C = gelu(A @ B + bias) vs GEMM then bias+GELU (C++), GFLOP/s")
-    for r in report["fused"]:
-        lines.append(
-            f"{r['n']:>5} ({r['threads']}t) fused {r['fused']:7.1f} | unfused "
-            f"{r['gemm then bias+gelu']:7.1f} | speedup {r['speedup']:.2f}x"
-        )
+        cells = [r["shape"]] + [
+            _fig(r.get(k), r.get(f"{k} / copy"))
+            for k in ("c++ 1t", "c++ 2t", "numpy", "c++ 2t alloc")
+        ]
+        if has_torch:
+            cells += [
+                _fig(r.get("torch 2t"), r.get("torch 2t / copy")),
+                _ratio(r.get("c++ / torch")),
+                _fig(r.get("torch 2t alloc"), r.get("torch 2t alloc / copy")),
+                _ratio(r.get("c++ / torch alloc")),
+            ]
+        rows.append(cells)
+    lines += table(head, rows)
+    lines += ["", "fused C = gelu(A @ B + bias) vs GEMM then bias+GELU (C++), GFLOP/s"]
+    rows = [
+        [
+            str(r["n"]),
+            str(r["threads"]),
+            _fig(r.get("fused")),
+            _fig(r.get("gemm then bias+gelu")),
+            _ratio(r.get("speedup")),
+        ]
+        for r in report["fused"]
+    ]
+    lines += table(["n", "threads", "fused", "unfused", "speedup"], rows)
     tc = report.get("threads_check", {})
     if tc:
-        lines.append("")
-        lines.append(f"Thread check, C++ GEMM {tc['n']} GFLOP/s: alone vs beside torch's libgomp")
         rates = {k: v for k, v in tc.items() if k not in ("n", "team_size_asked_2")}
-        lines.append("  " + " | ".join(f"{k} {_fmt(v, '.1f')}" for k, v in rates.items()))
-        lines.append(
-            "  OpenMP team beside torch after torch.set_num_threads(1), asking for 2: "
-            f"{tc.get('team_size_asked_2')}"
-        )
-    lines.append("")
+        lines += ["", f"thread check, C++ GEMM {tc['n']}, GFLOP/s: alone vs beside torch's libgomp"]
+        lines += table(list(rates), [[_fig(v) for v in rates.values()]])
+        if "team_size_asked_2" in tc:
+            lines.append(
+                f"OpenMP team beside torch after torch.set_num_threads(1), asking for 2: {tc['team_size_asked_2']}"
+            )
     bad = [c for c in report["checks"] if not c["ok"]]
-    lines.append(
-        f"Correctness checks: {len(report['checks']) - len(bad)}/{len(report['checks'])} passed"
-        + "".join(f"\n  FAILED {c['check']}: max err {c['max_abs_err']:.2e}" for c in bad)
-    )
+    lines += [
+        "",
+        f"correctness checks: {len(report['checks']) - len(bad)}/{len(report['checks'])} passed",
+    ]
+    lines += [
+        f"  FAILED {c['check']}: max err {c['max_abs_err']:.2e} > {c['atol']:.1e}" for c in bad
+    ]
+    lines += ["", "targets (issue 13), as information about this machine and this run:"]
     for t in report.get("targets", []):
-        mark = "met    " if t["met"] else "NOT met"
-        lines.append(f"  {mark} {t['target']}: {_fmt(t['value'], '.2f')}")
+        value = "not measured" if t["value"] is None else f"{t['value']:.2f}"
+        lines.append(
+            f"  {'met  ' if t['met'] else 'below'}  {value:>12} (want >= {t['want']:g})  {t['target']}"
+        )
+    loads = [r.get("load") for k in ("gemm", "bias_gelu", "fused") for r in report.get(k, [])]
+    busiest = max((v for v in loads if v is not None), default=None)
+    if busiest is not None and busiest > NOISY_LOAD:
+        lines.append(
+            f"WARNING: the machine was busy: other processes kept up to {busiest:.1f} cores busy "
+            "during the timings, so these figures are noisy: rerun on a quiet machine"
+        )
     la, lb = report.get("loadavg_before"), report.get("loadavg_after")
     if la and lb:
         lines.append(
-            f"Load average before {la[0]:.2f}, after {lb[0]:.2f} (other work skews timings)"
+            f"load average before {la[0]:.2f}, after {lb[0]:.2f}: other work on the machine lowers every figure"
         )
     return "\n".join(lines)
 
 
+def render(doc: dict[str, Any]) -> str:
+    return "\n\n".join(render_run(r) for r in doc["runs"])
+
+
 def _run(args: argparse.Namespace) -> int:
     from tinytorch.cli.info import environment
-    from tinytorch.extensions import benchmark
 
     if args.rounds is not None and args.rounds < 1:
-        print("tito bench: --rounds must be >= 1", file=sys.stderr)
+        print(f"tito bench: --rounds must be an int >= 1, got {args.rounds}", file=sys.stderr)
         return 2
-    report = benchmark.run(
-        quick=args.quick,
-        rounds=args.rounds,
-        progress=lambda m: print(f"... {m}", file=sys.stderr),
-    )
-    report["environment"] = environment()
-    report["command"] = (
+    flags = cpu_flags()
+    runs = [run_isa(isa, flags, args.quick, args.rounds) for isa in plan(args.isa, flags)]
+    command = (
         "tito bench"
         + (" --quick" if args.quick else "")
         + (f" --rounds {args.rounds}" if args.rounds else "")
     )
-    print(render(report))
+    command += f" --isa {args.isa}" if args.isa else ""
+    doc = {"command": command, "environment": environment(), "runs": runs}
+    print(render(doc))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        Path(args.json).write_text(json.dumps(doc, indent=2, default=str))
         print(f"wrote {args.json}")
-    if "error" in report:
+    if any("error" in r for r in runs):
         return 1
-    return 0 if all(c["ok"] for c in report["checks"]) else 1
+    return 0 if all(c["ok"] for r in runs for c in r["checks"]) else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -135,5 +287,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="one small size per section (seconds)")
     p.add_argument(
         "--rounds", type=int, help="interleaved rounds per figure (default 9, 3 with --quick)"
+    )
+    p.add_argument(
+        "--isa",
+        choices=ISAS,
+        help="benchmark this C++ path only (default: native, plus avx2 on AVX-512 CPUs)",
     )
     p.set_defaults(func=_run)

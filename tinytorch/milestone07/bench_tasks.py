@@ -1,154 +1,258 @@
-"""Part B timings, run INSIDE a child process (see part_b): one function per (backend, problem).
+"""Part B timings, run INSIDE a child process (see part_b), registered in TASKS.
 
-Each returns {"status", "ms", "detail"}. Inputs are built before the clock starts. Every result is
-checked with the one comparison helper against a float64 reference first: a native kernel that
-disagrees is reported as "mismatch" (our bug) and not timed.
+Each task returns JSON-able data: {"status", "ms", "min_ms", "samples", "spread", "load",
+"load_source", "detail"}. The timing policy, the problems and the NumPy baseline come from
+tinytorch.profiling (Module 14); nothing here has its own timing loop.
+
+Every result is checked against a float64 reference first: a bundled kernel that disagrees is
+"mismatch" (our bug) and not timed. A student kernel is timed on inputs ROTATED among several
+buffers whose contents change on every sample, and every sample's output is spot-checked: a
+kernel that remembers its last answer, by input identity or otherwise, gets "wrong".
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import numpy as np
 
+from tinytorch import profiling
 from tinytorch.milestone07.cases import ELEMENTWISE_TOL, GEMM_TOL
 from tinytorch.milestone07.compare import compare
-from tinytorch.milestone07.references import ref_gelu
+from tinytorch.profiling import LoadMeter, Timing, per_call
 
 SLOW_S = 2.0  # a first call slower than this is timed once, not `repeats` times
 BUDGET_S = 0.1  # keep sampling a fast kernel up to this long (at most MAX_SAMPLES calls)
 MAX_SAMPLES = 25
 CHECKED_ROWS = 64  # rows of a big GEMM checked against float64 (a full float64 GEMM costs more)
+ROTATE = 3  # input buffers a student kernel is timed on, in turn
+SPOT = 2048  # elements of an elementwise output checked on every sample
+TORCH_HINT = "pip install torch==2.13.0 for the CPU wheel"  # the words `tito info` uses
+NUMPY_GELU_PASSES = 9  # one pass over memory per in-place ufunc in profiling.numpy_bias_gelu
+
+
+class WrongOutput(Exception):
+    """A sample's output disagreed with the float64 reference."""
 
 
 @cache
-def gemm_problem(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _gemm(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(A, B, checked row indices, float64 reference of those rows) for an n x n x n GEMM."""
+    a, b = profiling.gemm(n).inputs(seed=7)
     rng = np.random.default_rng([7, n])
-    a = rng.standard_normal((n, n)).astype(np.float32)
-    b = rng.standard_normal((n, n)).astype(np.float32)
     rows = np.unique(np.r_[0, n - 1, rng.integers(0, n, CHECKED_ROWS)])  # both edges + a sample
     return a, b, rows, a[rows].astype(np.float64) @ b.astype(np.float64)
 
 
 @cache
-def gelu_problem(m: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(x, bias, float64 reference gelu(x + bias)) for an m x n bias+GELU."""
-    rng = np.random.default_rng([11, m, n])
-    x = (2.0 * rng.standard_normal((m, n))).astype(np.float32)
-    bias = rng.standard_normal(n).astype(np.float32)
-    return x, bias, ref_gelu(x.astype(np.float64) + bias)
+def _bias_gelu(m: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x, bias, float64 gelu(x + bias)) for an m x n bias+GELU."""
+    p = profiling.bias_gelu(m, n)
+    x, bias = p.inputs(seed=11)
+    return x, bias, p.reference(x, bias)
 
 
-def _timed(
+def _result(timing: Timing, load: Any, detail: str) -> dict[str, Any]:
+    return {
+        "status": "ok",
+        "ms": timing.median * 1e3,
+        "min_ms": timing.min * 1e3,
+        "samples": len(timing.samples),
+        "spread": timing.spread,
+        "load": load.cores,
+        "load_source": load.source,
+        "detail": detail,
+    }
+
+
+def _time(fn: Callable[[], Any], repeats: int, **hooks: Any) -> tuple[Timing, Any]:
+    """The one policy for Part B: one warm-up (the first check), then >= repeats samples."""
+    with LoadMeter() as meter:
+        timing = per_call(
+            fn,
+            warmup=1,
+            min_time=BUDGET_S,
+            min_calls=repeats,
+            max_calls=MAX_SAMPLES,
+            slow_s=SLOW_S,
+            **hooks,
+        )
+    return timing, meter.load
+
+
+def _baseline(
     fn: Callable[[], Any],
     repeats: int,
     ref: np.ndarray,
     tol: tuple,
     native: bool,
-    rows: np.ndarray | None = None,
-) -> dict:
-    """Check once (that call is the warm-up), then time at least `repeats` calls: median ms.
-
-    A fast kernel is sampled for up to BUDGET_S, so that a few scheduler stalls on a shared
-    machine do not become the median; the best time is reported too.
-    """
-    start = time.perf_counter()
+    detail: str,
+    rows=None,
+) -> dict[str, Any]:
+    """Check one call against the reference, then time the kernel (ours or a library's)."""
     out = np.asarray(fn())
-    first = time.perf_counter() - start
     if rows is not None and out.ndim == 2 and out.shape[0] > int(rows.max()):
         out = out[rows]
     got = compare(out, ref, rtol=tol[0], atol=tol[1])
     if not got.ok:
+        why = f"disagrees with the float64 reference: {got.detail}"
         if native:
-            why = f"disagrees with NumPy: {got.detail}. A bug in the bundled kernel, not credited"
-            return {"status": "mismatch", "ms": None, "detail": why}
-        return {"status": "wrong", "ms": first * 1e3, "detail": f"wrong result: {got.detail}"}
-    samples = [first] if first > SLOW_S else []
-    began = time.perf_counter()
-    while not samples or (
-        len(samples) < MAX_SAMPLES
-        and (len(samples) < repeats or time.perf_counter() - began < BUDGET_S)
-    ):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return {
-        "status": "ok",
-        "ms": statistics.median(samples) * 1e3,
-        "min_ms": min(samples) * 1e3,
-        "samples": len(samples),
-        "detail": "",
-    }
+            return _unavailable(f"{why}. A bug in the bundled kernel, not credited", "mismatch")
+        return _unavailable(f"wrong result: {why}", "wrong")
+    timing, load = _time(fn, repeats)
+    return _result(timing, load, detail)
 
 
-def _unavailable(why: str) -> dict:
-    return {"status": "unavailable", "ms": None, "detail": why}
+def _unavailable(why: str, status: str = "unavailable") -> dict[str, Any]:
+    return {"status": status, "ms": None, "detail": why}
 
 
-# ---- the student's child (student, NumPy) and the native child (C++ SIMD, torch never imported) ---
-def student_gemm(module: Any, *, n: int, repeats: int, tile_size: int = 64) -> dict:
+def _data(out: Any) -> np.ndarray:
+    return np.asarray(getattr(out, "data", out))
+
+
+# ---- the student's child: only the student's kernels run there ----------------------------------
+def _student(
+    fn: Callable[[int], Any],
+    before: Callable[[int], None],
+    check: Callable[[int, np.ndarray], str],
+    repeats: int,
+    detail: str,
+) -> dict[str, Any]:
+    """Time fn(buffer) on rotated, freshly written inputs; every sample's output spot-checked."""
+    current = [0]
+
+    def prepare(i: int) -> None:
+        current[0] = i
+        before(i)
+
+    def after(i: int, out: Any) -> None:
+        why = check(i, _data(out))
+        if why:
+            raise WrongOutput(f"sample {i + 2 if i >= 0 else 1}: {why}")
+
+    try:
+        timing, load = _time(lambda: fn(current[0]), repeats, before=prepare, after=after)
+    except WrongOutput as exc:
+        why = f"wrong result on rotated inputs ({exc}); a kernel must compute every call"
+        return _unavailable(why, "wrong")
+    return _result(timing, load, detail)
+
+
+def _scale(i: int) -> int:
+    """A distinct power-of-two exponent per sample (exact in float32): -20..20, 41 apart."""
+    return (i * 7) % 41 - 20
+
+
+def student_gemm(module: Any, *, n: int, repeats: int, tile_size: int = 64) -> dict[str, Any]:
+    """Your tiled_matmul on n x n x n; sample i multiplies (A * 2^e_i) @ B, e_i new each time."""
     from tinytorch.core.tensor import Tensor
 
     if module is None or not callable(getattr(module, "tiled_matmul", None)):
         return _unavailable("tiled_matmul not loaded")
-    a, b, rows, ref = gemm_problem(n)
-    ta, tb = Tensor(a), Tensor(b)
-    res = _timed(
-        lambda: module.tiled_matmul(ta, tb, tile_size=tile_size).data,
+    a, b, rows, ref = _gemm(n)
+    pairs = [(Tensor(a.copy()), Tensor(b.copy())) for _ in range(ROTATE)]  # built untimed
+
+    def before(i: int) -> None:
+        ta, _ = pairs[i % ROTATE]
+        np.multiply(a, np.float32(2.0 ** _scale(i)), out=ta.data)
+
+    def check(i: int, out: np.ndarray) -> str:
+        if out.shape != (n, n):
+            return f"shape {out.shape}, expected {(n, n)}"
+        got = compare(out[rows] * 2.0 ** -_scale(i), ref, rtol=GEMM_TOL[0], atol=GEMM_TOL[1])
+        return "" if got.ok else got.detail
+
+    return _student(
+        lambda i: module.tiled_matmul(*pairs[i % ROTATE], tile_size=tile_size),
+        before,
+        check,
         repeats,
-        ref,
-        GEMM_TOL,
-        False,
-        rows,
+        f"your tiled_matmul, tile_size={tile_size}",
     )
-    res["detail"] = res["detail"] or f"your tiled_matmul, tile_size={tile_size}"
-    return res
 
 
-def student_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict:
+def _student_gelu(module: Any, fn_name: str, m: int, n: int, repeats: int, what: str) -> dict:
+    """Your fused_gelu / unfused_gelu on gelu(x + bias) rolled by a new offset every sample."""
     from tinytorch.core.tensor import Tensor
 
-    if module is None or not callable(getattr(module, "fused_gelu", None)):
-        return _unavailable("fused_gelu not loaded")
-    x, bias, ref = gelu_problem(m, n)
-    tx = Tensor(x + bias)  # the bias add is done up front: the student's kernel is GELU only
-    res = _timed(lambda: module.fused_gelu(tx).data, repeats, ref, ELEMENTWISE_TOL, False)
-    res["detail"] = res["detail"] or "your fused_gelu on x + bias (the add not timed)"
-    return res
+    fn = getattr(module, fn_name, None) if module is not None else None
+    if not callable(fn):
+        missing = "not loaded" if module is None else "not in this module"
+        return _unavailable(f"{fn_name} {missing}")
+    x, bias, ref = _bias_gelu(m, n)
+    base = (x + bias).ravel()  # the bias add is done up front: the student's kernel is GELU only
+    ref_flat = ref.ravel()
+    size = base.size
+    spots = np.unique(np.r_[0, size - 1, np.random.default_rng(3).integers(0, size, SPOT)])
+    bufs = [Tensor(x.copy()) for _ in range(ROTATE)]
+
+    def shift(i: int) -> int:
+        return ((i + 2) * 7919) % size
+
+    def before(i: int) -> None:
+        d, s = bufs[i % ROTATE].data.reshape(-1), shift(i)
+        d[: size - s], d[size - s :] = base[s:], base[:s]  # d[j] = base[(j + s) % size]
+
+    def check(i: int, out: np.ndarray) -> str:
+        if out.shape != (m, n):
+            return f"shape {out.shape}, expected {(m, n)}"
+        want = ref_flat[(spots + shift(i)) % size]
+        got = compare(
+            out.reshape(-1)[spots], want, rtol=ELEMENTWISE_TOL[0], atol=ELEMENTWISE_TOL[1]
+        )
+        return "" if got.ok else got.detail
+
+    return _student(lambda i: fn(bufs[i % ROTATE]), before, check, repeats, what)
 
 
-def numpy_gemm(module: Any, *, n: int, repeats: int) -> dict:
-    a, b, rows, ref = gemm_problem(n)
-    return _timed(lambda: a @ b, repeats, ref, GEMM_TOL, False, rows) | {
-        "detail": "np.matmul (BLAS)"
-    }
+def student_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
+    what = "your fused_gelu on x + bias (the add not timed)"
+    return _student_gelu(module, "fused_gelu", m, n, repeats, what)
 
 
-def numpy_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict:
-    x, bias, ref = gelu_problem(m, n)
-    k, kc = np.float32(np.sqrt(2.0 / np.pi)), np.float32(np.sqrt(2.0 / np.pi) * 0.044715)
-
-    def run() -> np.ndarray:
-        y = x + bias  # (M, N) the only allocation besides u
-        u = y * y
-        u *= kc
-        u += k
-        u *= y  # sqrt(2/pi) (y + 0.044715 y^3)
-        np.tanh(u, out=u)
-        u += 1.0
-        u *= 0.5
-        u *= y
-        return u
-
-    return _timed(run, repeats, ref, ELEMENTWISE_TOL, False) | {"detail": "in-place ufuncs, tanh"}
+def student_fused_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
+    return _student_gelu(module, "fused_gelu", m, n, repeats, "your fused_gelu")
 
 
-def simd_status(module: Any) -> dict:
+def student_unfused_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
+    what = "your unfused_gelu: one NumPy pass over memory per operation"
+    return _student_gelu(module, "unfused_gelu", m, n, repeats, what)
+
+
+# ---- the baseline child (never loaded the student's code): NumPy and the C++ kernels --------------
+def numpy_gemm(module: Any, *, n: int, repeats: int) -> dict[str, Any]:
+    a, b, rows, ref = _gemm(n)
+    out = np.empty((n, n), dtype=np.float32)
+    return _baseline(
+        lambda: np.matmul(a, b, out=out), repeats, ref, GEMM_TOL, False, "np.matmul (BLAS)", rows
+    )
+
+
+def numpy_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
+    x, bias, ref = _bias_gelu(m, n)
+    out, tmp = np.empty_like(x), np.empty_like(x)
+    what = f"in-place ufuncs into reused buffers: {NUMPY_GELU_PASSES} passes over memory"
+    return _baseline(
+        lambda: profiling.numpy_bias_gelu(x, bias, out=out, tmp=tmp),
+        repeats,
+        ref,
+        ELEMENTWISE_TOL,
+        False,
+        what,
+    )
+
+
+def ceilings(module: Any, *, quick: bool) -> dict[str, Any]:
+    """The machine's measured ceilings (profiling's one method), measured in this child."""
+    from tinytorch.profiling import measure_ceilings
+
+    return measure_ceilings(quick=quick, rounds=1 if quick else 3).to_dict()
+
+
+def simd_status(module: Any) -> dict[str, Any]:
     try:
         from tinytorch.extensions import simd
     except ImportError as exc:
@@ -167,71 +271,90 @@ def simd_status(module: Any) -> dict:
     return {"name": "c++ simd", "available": bool(ok), "reason": str(reason), "build": info}
 
 
-def _simd_detail(simd: Any) -> str:
-    info = simd.build_info() if hasattr(simd, "build_info") else {}
-    omp = "OpenMP" if info.get("openmp") else "no OpenMP"
-    return f"{info.get('isa', '?')}, {omp}, {info.get('threads', '?')} threads"
-
-
 def _simd() -> tuple[Any, str]:
     try:
         from tinytorch.extensions import simd
     except ImportError as exc:
         return None, f"tinytorch.extensions.simd not importable: {exc}"
     ok, reason = simd.available()
-    return (simd, "") if ok else (None, f"not built: {reason}")
+    if not ok:
+        return None, f"not built: {reason}"
+    info = simd.build_info() if hasattr(simd, "build_info") else {}
+    omp = "OpenMP" if info.get("openmp") else "no OpenMP"
+    return simd, f"{info.get('isa', '?')}, {omp}, {info.get('threads', '?')} threads"
 
 
-def simd_gemm(module: Any, *, n: int, repeats: int) -> dict:
+def simd_gemm(module: Any, *, n: int, repeats: int) -> dict[str, Any]:
     simd, why = _simd()
     if simd is None:
         return _unavailable(why)
-    a, b, rows, ref = gemm_problem(n)
-    res = _timed(lambda: simd.matmul(a, b), repeats, ref, GEMM_TOL, True, rows)
-    return res | {"detail": res["detail"] or _simd_detail(simd)}
+    a, b, rows, ref = _gemm(n)
+    out = np.empty((n, n), dtype=np.float32)
+    return _baseline(lambda: simd.matmul(a, b, out=out), repeats, ref, GEMM_TOL, True, why, rows)
 
 
-def simd_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict:
+def simd_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
     simd, why = _simd()
     if simd is None:
         return _unavailable(why)
-    x, bias, ref = gelu_problem(m, n)
-    res = _timed(lambda: simd.fused_bias_gelu(x, bias), repeats, ref, ELEMENTWISE_TOL, True)
-    return res | {"detail": res["detail"] or _simd_detail(simd)}
+    x, bias, ref = _bias_gelu(m, n)
+    out = np.empty_like(x)
+    what = f"{why}; 1 pass over memory (reads x and bias once, writes y once)"
+    return _baseline(
+        lambda: simd.fused_bias_gelu(x, bias, out=out), repeats, ref, ELEMENTWISE_TOL, True, what
+    )
+
+
+def simd_fused_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
+    """The C++ kernel on the fusion lesson's problem: gelu(x + bias) with the add done up front."""
+    simd, why = _simd()
+    if simd is None:
+        return _unavailable(why)
+    x, bias, ref = _bias_gelu(m, n)
+    y, zero, out = x + bias, np.zeros(n, dtype=np.float32), np.empty_like(x)
+    what = f"C++ fused kernel ({why}): 1 pass over memory"
+    return _baseline(
+        lambda: simd.fused_bias_gelu(y, zero, out=out), repeats, ref, ELEMENTWISE_TOL, True, what
+    )
 
 
 # ---- the torch child: torch, MPS and Triton (torch's libgomp would skew the C++ timings) ---------
 def _torch() -> tuple[Any, str]:
     try:
         import torch
-    except ImportError as exc:
-        return None, f"torch not installed ({exc}); pip install torch"
+    except ImportError:
+        return None, f"torch is not installed ({TORCH_HINT})"
     return torch, ""
 
 
-def torch_gemm(module: Any, *, n: int, repeats: int) -> dict:
+def torch_gemm(module: Any, *, n: int, repeats: int) -> dict[str, Any]:
     torch, why = _torch()
     if torch is None:
         return _unavailable(why)
-    a, b, rows, ref = gemm_problem(n)
-    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-    res = _timed(lambda: (ta @ tb).numpy(), repeats, ref, GEMM_TOL, False, rows)
-    return res | {
-        "detail": res["detail"] or f"torch {torch.__version__}, {torch.get_num_threads()} threads"
-    }
+    a, b, rows, ref = _gemm(n)
+    ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.empty(n, n)
+    what = f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return _baseline(
+        lambda: torch.mm(ta, tb, out=tc).numpy(), repeats, ref, GEMM_TOL, False, what, rows
+    )
 
 
-def torch_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict:
+def torch_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
     torch, why = _torch()
     if torch is None:
         return _unavailable(why)
-    x, bias, ref = gelu_problem(m, n)
+    x, bias, ref = _bias_gelu(m, n)
     tx, tb = torch.from_numpy(x), torch.from_numpy(bias)
     gelu = torch.nn.functional.gelu
-    res = _timed(
-        lambda: gelu(tx + tb, approximate="tanh").numpy(), repeats, ref, ELEMENTWISE_TOL, False
+    what = "F.gelu(x + bias, approximate='tanh')"
+    return _baseline(
+        lambda: gelu(tx + tb, approximate="tanh").numpy(),
+        repeats,
+        ref,
+        ELEMENTWISE_TOL,
+        False,
+        what,
     )
-    return res | {"detail": res["detail"] or "F.gelu(x + bias, approximate='tanh')"}
 
 
 def _backend(name: str) -> tuple[Any, str]:
@@ -248,37 +371,77 @@ def _backend(name: str) -> tuple[Any, str]:
     return (mod, str(reason)) if ok else (None, str(reason))
 
 
-def accel_status(module: Any) -> list[dict]:
-    rows = []
+def accel_status(module: Any) -> list[dict[str, Any]]:
     torch, why = _torch()
-    rows.append(
+    rows = [
         {
             "name": "torch-cpu",
             "available": torch is not None,
             "reason": why or f"torch {torch.__version__}",
         }
-    )
+    ]
     for name, label in (("mps", "mps"), ("triton_kernels", "triton")):
         mod, reason = _backend(name)
         rows.append({"name": label, "available": mod is not None, "reason": reason})
     return rows
 
 
-def mps_gemm(module: Any, *, n: int, repeats: int) -> dict:
+def mps_gemm(module: Any, *, n: int, repeats: int) -> dict[str, Any]:
+    """torch on Apple's "mps" device, data resident there; each sample ends in a synchronize."""
     mps, why = _backend("mps")
     if mps is None:
         return _unavailable(why)
-    a, b, rows, ref = gemm_problem(n)
-    res = _timed(lambda: np.asarray(mps.matmul(a, b)), repeats, ref, GEMM_TOL, True, rows)
-    return res | {"detail": res["detail"] or f"torch on 'mps' ({why})"}
+    import torch
+
+    a, b, rows, ref = _gemm(n)
+    ta, tb = torch.from_numpy(a).to("mps"), torch.from_numpy(b).to("mps")
+
+    def run() -> Any:
+        out = ta @ tb
+        torch.mps.synchronize()  # MPS is asynchronous: without this we would time the launch
+        return out
+
+    got = compare(run().cpu().numpy()[rows], ref, rtol=GEMM_TOL[0], atol=GEMM_TOL[1])
+    if not got.ok:
+        return _unavailable(f"disagrees with NumPy: {got.detail}", "mismatch")
+    timing, load = _time(run, repeats)
+    return _result(timing, load, f"torch on 'mps', data on the device ({why})")
 
 
-def triton_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict:
+def triton_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
     triton, why = _backend("triton_kernels")
     if triton is None:
         return _unavailable(why)
-    x, bias, ref = gelu_problem(m, n)
-    res = _timed(
-        lambda: np.asarray(triton.fused_bias_gelu(x, bias)), repeats, ref, ELEMENTWISE_TOL, True
+    x, bias, ref = _bias_gelu(m, n)
+    what = f"@triton.jit kernel ({why}), includes host copies"
+    return _baseline(
+        lambda: np.asarray(triton.fused_bias_gelu(x, bias)),
+        repeats,
+        ref,
+        ELEMENTWISE_TOL,
+        True,
+        what,
     )
-    return res | {"detail": res["detail"] or f"@triton.jit kernel ({why}), includes host copies"}
+
+
+TASKS: dict[str, Callable[..., Any]] = {
+    fn.__name__: fn
+    for fn in (
+        student_gemm,
+        student_bias_gelu,
+        student_fused_gelu,
+        student_unfused_gelu,
+        numpy_gemm,
+        numpy_bias_gelu,
+        ceilings,
+        simd_status,
+        simd_gemm,
+        simd_bias_gelu,
+        simd_fused_gelu,
+        accel_status,
+        torch_gemm,
+        torch_bias_gelu,
+        mps_gemm,
+        triton_bias_gelu,
+    )
+}

@@ -1,12 +1,17 @@
-"""Part B, context and never the verdict: the same GEMM and bias+GELU on the student's kernels,
-NumPy, torch and the bundled native kernels.
+"""Part B, context and never the verdict: the same problems on the student's kernels, NumPy, torch
+and the bundled native kernels, each row with its spread, the load seen and its flags.
 
-Three child processes, so that no thread pool disturbs another's timings:
-  - the student's module and NumPy (OpenBLAS with its usual threads);
-  - the C++ SIMD library, without torch (torch's bundled libgomp can cost it its OpenMP scaling);
-  - torch, MPS and Triton.
-In the last two OpenBLAS runs on one thread: it only computes the float64 check there, and its
-threads would otherwise spin beside the kernels being timed.
+Three child processes, one after another, each gone before the next starts:
+  1. the student's module, alone: only the student's kernels run there;
+  2. a clean child that never loaded student code: the machine's ceilings, NumPy, the C++ kernels;
+  3. a clean child for torch, MPS and Triton (torch's libgomp would skew the C++ timings; OpenBLAS
+     runs on one thread there, it only computes float64 checks).
+Flags (results.BenchRow.flags):
+  - "incorrect": the student's kernel failed Part A: timed, but not credited (no rate);
+  - "not_credible": a student rate above 1.2 x the measured ceiling, or a child claiming more
+    timed seconds than the parent saw pass: not credited, not plotted;
+  - "noisy": the samples disagree (spread), other processes kept cores busy, or a baseline came
+    out slower than the student's kernel. Rerun Part B alone on a quieter machine.
 """
 
 from __future__ import annotations
@@ -15,56 +20,82 @@ import time
 from collections.abc import Collection
 from typing import Any
 
+from tinytorch import profiling
+from tinytorch.milestone07.bench_tasks import TASKS
 from tinytorch.milestone07.impl import DEFAULT_IMPL
 from tinytorch.milestone07.results import BenchRow, PartAResult, PartBResult
 from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.profiling.load import NOISY_LOAD
+from tinytorch.profiling.problems import Problem
 
-TASKS = "tinytorch.milestone07.bench_tasks"
+CREDIBLE = 1.2  # a student rate above this x the measured ceiling is not credited
 SIZES = {
-    # ([(GEMM n for n x n x n, min repeats)], [((bias+GELU M, N), min repeats)])
-    "default": ([(256, 5), (1024, 3)], [((512, 1024), 5), ((2048, 2048), 3)]),
-    "quick": ([(256, 3)], [((512, 1024), 3)]),
+    # kind -> [(problem, min repeats)]; "gelu" is the fusion lesson: unfused vs fused vs C++
+    "default": {
+        "gemm": [(profiling.gemm(256), 5), (profiling.gemm(1024), 3)],
+        "bias_gelu": [(profiling.bias_gelu(512, 1024), 5), (profiling.bias_gelu(2048, 2048), 3)],
+        "gelu": [(profiling.gelu(2048, 2048), 3)],
+    },
+    "quick": {
+        "gemm": [(profiling.gemm(256), 3)],
+        "bias_gelu": [(profiling.bias_gelu(512, 1024), 3)],
+        "gelu": [(profiling.gelu(512, 1024), 3)],
+    },
 }
 QUIET_BLAS = {"OPENBLAS_NUM_THREADS": "1"}
-CHILDREN = (  # (load the student's module?, extra env, status task, (backend, task prefix) ...)
-    (True, {}, None, (("student", "student"), ("numpy", "numpy"))),
-    (False, QUIET_BLAS, "simd_status", (("c++ simd", "simd"),)),
+# (child, extra env, status tasks, {backend: {kind: task}}); every task is a TASKS key.
+CHILDREN: tuple[tuple[str, dict[str, str], tuple[str, ...], dict[str, dict[str, str]]], ...] = (
     (
-        False,
+        "student",
+        {},
+        (),
+        {
+            "student": {"gemm": "student_gemm", "bias_gelu": "student_bias_gelu"},
+            "student unfused_gelu": {"gelu": "student_unfused_gelu"},
+            "student fused_gelu": {"gelu": "student_fused_gelu"},
+        },
+    ),
+    (
+        "baseline",
+        {},
+        ("simd_status",),
+        {
+            "numpy": {"gemm": "numpy_gemm", "bias_gelu": "numpy_bias_gelu"},
+            "c++ simd": {
+                "gemm": "simd_gemm",
+                "bias_gelu": "simd_bias_gelu",
+                "gelu": "simd_fused_gelu",
+            },
+        },
+    ),
+    (
+        "torch",
         QUIET_BLAS,
-        "accel_status",
-        (("torch-cpu", "torch"), ("mps", "mps"), ("triton", "triton")),
+        ("accel_status",),
+        {
+            "torch-cpu": {"gemm": "torch_gemm", "bias_gelu": "torch_bias_gelu"},
+            "mps": {"gemm": "mps_gemm"},
+            "triton": {"bias_gelu": "triton_bias_gelu"},
+        },
     ),
 )
-GEMM_BACKENDS = ("student", "numpy", "torch-cpu", "c++ simd", "mps")
-GELU_BACKENDS = ("student", "numpy", "torch-cpu", "c++ simd", "triton")
-STUDENT_FN = {"gemm": "tiled_matmul", "bias_gelu": "fused_gelu"}
-
-
-def _row(problem: str, kind: str, backend: str, reply: dict[str, Any], work: float) -> BenchRow:
-    """work: FLOPs (GEMM) or bytes moved (bias+GELU) per call."""
-    if reply["status"] != "ok":  # the task raised, hung or crashed
-        status = "timeout" if reply["status"] == "timeout" else "error"
-        return BenchRow(problem, kind, backend, status, None, None, None, reply.get("error", ""))
-    value = reply["value"]
-    ms = value.get("ms")
-    rate = work / (ms * 1e-3) / 1e9 if ms and value["status"] in ("ok", "wrong") else None
-    return BenchRow(
-        problem,
-        kind,
-        backend,
-        value["status"],
-        ms,
-        rate if kind == "gemm" else None,
-        rate if kind == "bias_gelu" else None,
-        value.get("detail", ""),
-        value.get("min_ms"),
-        int(value.get("samples", 0)),
-    )
+STUDENT_FN = {  # the student function behind each student row, as Part A groups name it
+    ("student", "gemm"): "tiled_matmul",
+    ("student", "bias_gelu"): "fused_gelu",
+    ("student fused_gelu", "gelu"): "fused_gelu",
+    ("student unfused_gelu", "gelu"): "unfused_gelu",
+}
+for _child, _env, _status, _group in CHILDREN:  # a typo in a task name fails at import
+    for _tasks in _group.values():
+        assert all(t in TASKS for t in _tasks.values()), _tasks
+    assert all(t in TASKS for t in _status), _status
 
 
 def _task(box: Sandbox, name: str, timeout: float, **kwargs: Any) -> dict[str, Any]:
-    return box.request({"task": f"{TASKS}:{name}", "kwargs": kwargs}, timeout)
+    """Run TASKS[name] in the child; the reply gains "wall_s", the seconds the PARENT saw pass."""
+    start = time.perf_counter()
+    reply = box.request({"task": name, "kwargs": kwargs}, timeout)
+    return reply | {"wall_s": time.perf_counter() - start}
 
 
 def _skipped(fn: str) -> dict[str, Any]:
@@ -82,16 +113,90 @@ def _open(impl: str | None, env: dict[str, str]) -> Sandbox:
     return box
 
 
-def _problems(sizes: str) -> list[tuple[str, str, dict[str, int], float]]:
-    """(problem, kind, task kwargs, work per call) in display order."""
-    gemms, gelus = SIZES[sizes]
-    out = []
-    for n, reps in gemms:  # 2 n^3 FLOPs
-        out.append((f"gemm {n}x{n}x{n}", "gemm", {"n": n, "repeats": reps}, 2.0 * n**3))
-    for (m, n), reps in gelus:  # read x (4MN) and bias (4N), write y (4MN) bytes
-        kwargs = {"m": m, "n": n, "repeats": reps}
-        out.append((f"bias+gelu {m}x{n}", "bias_gelu", kwargs, 4.0 * (2 * m * n + n)))
-    return out
+def _row(problem: Problem, backend: str, reply: dict[str, Any]) -> BenchRow:
+    """One BenchRow from a task's reply: rate from the problem's flops or bytes (numbers)."""
+    name, kind = problem.name, problem.kind
+    base = {"flops": problem.flops, "bytes": problem.bytes}
+    if reply["status"] != "ok":  # the task raised, hung or crashed
+        status = "timeout" if reply["status"] == "timeout" else "error"
+        return BenchRow(
+            name, kind, backend, status, None, None, None, reply.get("error", ""), **base
+        )
+    value = reply["value"]
+    ms = value.get("ms")
+    timed = ms is not None and value["status"] == "ok"
+    row = BenchRow(
+        name,
+        kind,
+        backend,
+        value["status"],
+        ms,
+        problem.flops / (ms * 1e-3) / 1e9 if timed and kind == "gemm" else None,
+        problem.bytes / (ms * 1e-3) / 1e9 if timed and kind != "gemm" else None,
+        value.get("detail", ""),
+        value.get("min_ms"),
+        int(value.get("samples", 0)),
+        spread=value.get("spread"),
+        load=value.get("load"),
+        **base,
+    )
+    claimed_s = (row.min_ms or 0.0) * 1e-3 * row.samples  # at least this much was timed
+    if timed and backend.startswith("student") and claimed_s > reply.get("wall_s", float("inf")):
+        row.flags.append("not_credible")
+        row.detail += f"; claims {claimed_s:.3g} s of samples in {reply['wall_s']:.3g} s"
+    return row
+
+
+def rate(row: BenchRow) -> float | None:
+    """The row's figure: GFLOP/s for GEMM, GB/s otherwise."""
+    return row.gflops if row.kind == "gemm" else row.gbps
+
+
+def flag_rows(
+    rows: list[BenchRow], ceilings: profiling.Ceilings | None, failed: Collection[str]
+) -> list[str]:
+    """Set every row's flags (see the module docstring); returns the run's warnings."""
+    warnings = []
+    for r in rows:
+        fn = STUDENT_FN.get((r.backend, r.kind))
+        if fn is not None and fn in failed and r.status == "ok":
+            r.flags.append("incorrect")
+        if ceilings is not None and fn is not None and rate(r) is not None:
+            ceiling = ceilings.gflops if r.kind == "gemm" else ceilings.gbps
+            if rate(r) > CREDIBLE * ceiling and "not_credible" not in r.flags:
+                r.flags.append("not_credible")
+                unit = "GFLOP/s" if r.kind == "gemm" else "GB/s"
+                r.detail += (
+                    f"; {rate(r):.4g} {unit} is above {CREDIBLE} x the measured {ceiling:.4g}"
+                )
+        noisy_spread = r.spread is not None and r.spread > profiling.NOISY_SPREAD
+        if noisy_spread or (r.load is not None and r.load > NOISY_LOAD):
+            r.flags.append("noisy")
+        if "incorrect" in r.flags or "not_credible" in r.flags:
+            r.gflops = r.gbps = None  # not credited: no rate in tables, JSON rates or plots
+    for r in rows:  # a baseline slower than a credited student kernel: the machine was busy
+        students = [
+            rate(s) for s in rows if s.problem == r.problem and s.backend.startswith("student")
+        ]
+        best = max([s for s in students if s is not None], default=None)
+        slower = best and rate(r) and rate(r) < best
+        if slower and not r.backend.startswith("student") and "noisy" not in r.flags:
+            r.flags.append("noisy")
+    loads = [r.load for r in rows if r.load is not None]
+    if loads and max(loads) > NOISY_LOAD:
+        warnings.append(
+            f"the machine was busy: other processes kept up to {max(loads):.1f} cores busy while "
+            "Part B ran, so its figures are low and uneven"
+        )
+    noisy = sorted({f"{r.backend} on {r.problem}" for r in rows if "noisy" in r.flags})
+    if noisy:
+        warnings.append(
+            f"{len(noisy)} figure(s) marked 'noisy: rerun' ({', '.join(noisy[:4])}"
+            + (", ..." if len(noisy) > 4 else "")
+            + "). Rerun Part B alone when the machine is quiet: the notebook's Part B cell, "
+            "or m07.run_part_b(IMPL, part_a=part_a) in Python"
+        )
+    return warnings
 
 
 def run_part_b(
@@ -102,42 +207,67 @@ def run_part_b(
     skip_student: Collection[str] = (),
     part_a: PartAResult | None = None,
 ) -> PartBResult:
-    """Time every backend on the GEMM and bias+GELU problems; unavailable backends say why.
+    """Time every backend on the GEMM, bias+GELU and fusion problems; unavailable ones say why.
 
     skip_student: student functions not to time. part_a: the gate's result for this impl; the
-    functions that hung, crashed or are unwritten there are skipped, and the per-task timeout
-    scales with the gate's per-case one (a student kernel may be slow, but not unboundedly).
+    functions that hung, crashed or are unwritten there are skipped, those that failed a case
+    are timed but marked "incorrect: not credited", and the per-task timeout scales with the
+    gate's per-case one (a student kernel may be slow, but not unboundedly).
     """
+    failed: set[str] = set()
     if part_a is not None:
         skip_student = set(skip_student) | part_a.stalled()
         timeout = max(30.0, 6 * part_a.timeout)
+        failed = {c.group for c in part_a.cases if c.status != "pass"} | part_a.blamed()
     if sizes not in SIZES:
         raise ValueError(f"run_part_b: sizes must be one of {sorted(SIZES)}, got {sizes!r}")
     start = time.perf_counter()
-    problems = _problems(sizes)
+    problems = SIZES[sizes]
     replies: dict[tuple[str, str], dict[str, Any]] = {}
     backends: list[dict[str, Any]] = []
-    for with_student, env, status_task, group in CHILDREN:
-        box = _open(impl if with_student else None, env)
+    ceilings: profiling.Ceilings | None = None
+    for child, env, status_tasks, group in CHILDREN:
+        box = _open(impl if child == "student" else None, env)
         try:
-            if status_task:
+            if child == "baseline":
+                got = _task(box, "ceilings", timeout, quick=sizes == "quick")
+                if got["status"] == "ok":
+                    ceilings = profiling.Ceilings.from_dict(got["value"])
+            for status_task in status_tasks:
                 status = _task(box, status_task, timeout)
                 value = status.get("value") if status["status"] == "ok" else None
                 backends += value if isinstance(value, list) else [value] if value else []
-            for backend, prefix in group:
-                for problem, kind, kwargs, _work in problems:
-                    if backend not in (GEMM_BACKENDS if kind == "gemm" else GELU_BACKENDS):
-                        continue
-                    if backend == "student" and STUDENT_FN[kind] in skip_student:
-                        replies[(backend, problem)] = _skipped(STUDENT_FN[kind])
-                        continue
-                    task = f"{prefix}_gemm" if kind == "gemm" else f"{prefix}_bias_gelu"
-                    replies[(backend, problem)] = _task(box, task, timeout, **kwargs)
+            for backend, tasks in group.items():
+                for kind, task in tasks.items():
+                    for problem, reps in problems.get(kind, []):
+                        fn = STUDENT_FN.get((backend, kind))
+                        if fn is not None and fn in skip_student:
+                            replies[(backend, problem.name)] = _skipped(fn)
+                            continue
+                        dims = problem.dims
+                        kwargs = {"n": dims[0]} if kind == "gemm" else {"m": dims[0], "n": dims[1]}
+                        replies[(backend, problem.name)] = _task(
+                            box, task, timeout, repeats=reps, **kwargs
+                        )
         finally:
-            box.close()
+            box.close()  # killed and reaped before the next child starts
     rows = [
-        _row(problem, kind, backend, replies[(backend, problem)], work)
-        for problem, kind, _kwargs, work in problems
-        for backend in (GEMM_BACKENDS if kind == "gemm" else GELU_BACKENDS)
+        _row(problem, backend, replies[(backend, problem.name)])
+        for kind, entries in problems.items()
+        for problem, _reps in entries
+        for _child, _env, _status, group in CHILDREN
+        for backend, tasks in group.items()
+        if kind in tasks
     ]
-    return PartBResult(rows, backends, time.perf_counter() - start)
+    warnings = flag_rows(rows, ceilings, failed)
+    if ceilings is None:
+        warnings.append(
+            "the machine's ceilings could not be measured: no rate was checked against them"
+        )
+    return PartBResult(
+        rows,
+        backends,
+        time.perf_counter() - start,
+        warnings,
+        ceilings.to_dict() if ceilings else None,
+    )

@@ -118,29 +118,80 @@ def _summary(result: PartAResult) -> str:
     return "\n".join(lines)
 
 
+FLAG_TEXT = {
+    "incorrect": "incorrect: not credited",
+    "not_credible": "not credible: not credited",
+    "noisy": "noisy: rerun",
+}
+UNIT = {"gemm": "GFLOP/s", "bias_gelu": "GB/s", "gelu": "GB/s"}
+
+
+def _num(value: float | None, width: int, digits: int) -> str:
+    return f"{value:{width}.{digits}f}" if value is not None else "-".rjust(width)
+
+
 def render_part_b(result: PartBResult) -> str:
-    """The Part B table: ms and GFLOP/s or GB/s per backend and problem, then backend status lines."""
+    """The Part B table: one block per problem with the timed backends (rate, spread, load, flags),
+    then each backend that was not timed, once, with its full reason; warnings last."""
     lines = [
         "Part B, context (never the verdict): the same problems on other kernels",
-        "(rates from the median; on a busy machine the best time is the kinder estimate)",
+        "rate from the median; spread = (q3 - q1) / median of the samples; load = cores other",
+        "processes kept busy meanwhile. Student kernels run alone, on rotated inputs, checked every call.",
         "",
     ]
+    ceil = result.ceilings
+    if ceil:
+        lines.append(
+            f"this machine: measured peak {ceil['fma_gflops']:.0f} GFLOP/s, "
+            f"copy bandwidth {ceil['copy_gbs']:.1f} GB/s ({ceil.get('how', '')})"
+        )
+        lines.append("")
+    width = max((len(r.backend) for r in result.rows), default=10) + 2
     problem = None
+    untimed: dict[tuple[str, str], None] = {}  # (backend, reason), each listed once
     for r in result.rows:
+        if r.status == "unavailable":
+            untimed[(r.backend, r.detail)] = None
+            continue
         if r.problem != problem:
             problem = r.problem
-            unit = "GFLOP/s" if r.kind == "gemm" else "GB/s"
-            lines.append(f"{problem:<20} {'median ms':>10} {'best ms':>9} {unit:>9}")
-        rate = r.gflops if r.kind == "gemm" else r.gbps
-        ms = f"{r.ms:10.2f}" if r.ms is not None else "         -"
-        best = f"{r.min_ms:9.2f}" if r.min_ms is not None else "        -"
-        rt = f"{rate:9.1f}" if rate is not None else "        -"
-        status = "" if r.status == "ok" else f"[{r.status}] "
-        lines.append(f"  {r.backend:<18} {ms} {best} {rt}  {status}{r.detail}"[:150])
+            head = f"{'median ms':>10} {'best ms':>9} {UNIT[r.kind]:>8} {'spread':>6} {'load':>5}"
+            lines.append(f"{problem:<{width + 2}}{head}")
+        credited = not ({"incorrect", "not_credible"} & set(r.flags))
+        shown = (r.gflops if r.kind == "gemm" else r.gbps) if credited else None
+        notes = [FLAG_TEXT[f] for f in r.flags]
+        if r.status != "ok":
+            notes.insert(0, r.status)
+        cells = (
+            f"{_num(r.ms, 10, 2)} {_num(r.min_ms, 9, 2)} {_num(shown, 8, 1)} "
+            f"{_num(r.spread, 6, 2)} {_num(r.load, 5, 1)}"
+        )
+        note = f"[{', '.join(notes)}] " if notes else ""
+        lines.append(f"  {r.backend:<{width}}{cells}  {note}{r.detail}")
     lines.append("")
+    fusion = [r for r in result.rows if r.kind == "gelu" and r.gbps and ceil]
+    if fusion:
+        lines.append(
+            "fusion: each GELU pass reads and writes the whole array; at copy bandwidth one pass "
+            f"of {fusion[0].problem} takes {fusion[0].bytes / ceil['copy_gbs'] / 1e6:.2f} ms"
+        )
+        for r in fusion:
+            lines.append(
+                f"  {r.backend:<{width}}as long as {ceil['copy_gbs'] / r.gbps:5.1f} passes"
+            )
+        lines.append("")
     lines.append("backends")
+    listed = set()
     for b in result.backends:
+        name = b.get("name", "?")
+        listed.add(name)
         mark = "yes" if b.get("available") else "no "
-        lines.append(f"  {b.get('name', '?'):<10} {mark}  {b.get('reason', '')}"[:160])
+        lines.append(f"  {name:<{width}}{mark}  {b.get('reason', '')}")
+    rest = [(name, why) for name, why in untimed if name not in listed]
+    if rest:
+        lines.append("not timed")
+        lines += [f"  {name:<{width}}{why}" for name, why in rest]
+    for w in result.warnings:
+        lines += _wrap(f"WARNING: {w}", indent=0)
     lines.append(f"({result.seconds:.1f} s)")
     return "\n".join(lines)

@@ -96,7 +96,7 @@ class BenchRow:
     """One timed (or unavailable) backend on one problem."""
 
     problem: str
-    kind: str  # "gemm" | "bias_gelu"
+    kind: str  # "gemm" | "bias_gelu" | "gelu"
     backend: str  # "student" | "numpy" | "torch-cpu" | "c++ simd" | "mps" | "triton"
     status: str
     ms: float | None
@@ -105,6 +105,11 @@ class BenchRow:
     detail: str
     min_ms: float | None = None  # the best sample (ms is the median)
     samples: int = 0
+    flags: list[str] = field(default_factory=list)  # "noisy" | "not_credible" | "incorrect"
+    spread: float | None = None  # (q3 - q1) / median of the samples
+    load: float | None = None  # cores other processes kept busy while this row was timed
+    flops: float | None = None  # work of one call, from tinytorch.profiling's problem
+    bytes: float | None = None  # compulsory traffic of one call
 
 
 @dataclass
@@ -114,3 +119,5 @@ class PartBResult:
     rows: list[BenchRow]
     backends: list[dict]
     seconds: float
+    warnings: list[str] = field(default_factory=list)  # e.g. the machine was busy: rerun
+    ceilings: dict | None = None  # tinytorch.profiling.Ceilings.to_dict(), measured in Part B

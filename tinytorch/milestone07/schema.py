@@ -52,7 +52,7 @@ _ROW = {
     "required": ["problem", "kind", "backend", "status", "ms", "gflops", "gbps", "detail"],
     "properties": {
         "problem": _STR,
-        "kind": {"enum": ["gemm", "bias_gelu"]},
+        "kind": {"enum": ["gemm", "bias_gelu", "gelu"]},
         "backend": _STR,
         "status": {"enum": list(BENCH_STATUSES)},
         "ms": _NUM,
@@ -61,6 +61,11 @@ _ROW = {
         "detail": _STR,
         "min_ms": _NUM,
         "samples": {"type": "integer", "minimum": 0},
+        "flags": {"type": "array", "items": {"enum": ["noisy", "not_credible", "incorrect"]}},
+        "spread": _NUM,
+        "load": _NUM,
+        "flops": _NUM,
+        "bytes": _NUM,
     },
 }
 SCHEMA: dict[str, Any] = {
@@ -99,6 +104,8 @@ SCHEMA: dict[str, Any] = {
                 "rows": {"type": "array", "items": _ROW},
                 "backends": {"type": "array", "items": {"type": "object", "required": ["name", "available", "reason"]}},
                 "seconds": {"type": "number"},
+                "warnings": {"type": "array", "items": _STR},
+                "ceilings": {"type": ["object", "null"]},
             },
         },
         "environment": {"type": ["object", "null"]},
@@ -147,6 +154,8 @@ def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> d
             "rows": [dataclasses.asdict(r) for r in b.rows],
             "backends": list(b.backends),
             "seconds": b.seconds,
+            "warnings": list(b.warnings),
+            "ceilings": b.ceilings,
         },
         "environment": env,
     }

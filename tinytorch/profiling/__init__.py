@@ -1,6 +1,30 @@
-"""Module 14: profiling. Latency (warm-up, median/min/max) and peak memory of a call."""
+"""Module 14: profiling. The one timing policy, the benchmark problems, the machine's ceilings,
+the load seen while timing, and peak memory of a call."""
 
+from tinytorch.profiling.ceilings import Ceilings, measure_ceilings
 from tinytorch.profiling.latency import LatencyStats, measure_latency
+from tinytorch.profiling.load import Load, LoadMeter
 from tinytorch.profiling.memory import MemoryStats, measure_peak_memory
+from tinytorch.profiling.problems import Problem, bias_gelu, gelu, gemm, numpy_bias_gelu
+from tinytorch.profiling.timing import NOISY_SPREAD, Timing, interleaved, per_call, spread
 
-__all__ = ["LatencyStats", "MemoryStats", "measure_latency", "measure_peak_memory"]
+__all__ = [
+    "NOISY_SPREAD",
+    "Ceilings",
+    "LatencyStats",
+    "Load",
+    "LoadMeter",
+    "MemoryStats",
+    "Problem",
+    "Timing",
+    "bias_gelu",
+    "gelu",
+    "gemm",
+    "interleaved",
+    "measure_ceilings",
+    "measure_latency",
+    "measure_peak_memory",
+    "numpy_bias_gelu",
+    "per_call",
+    "spread",
+]

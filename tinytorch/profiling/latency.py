@@ -1,4 +1,7 @@
-"""Module 14: wall-clock latency with warm-up, reported as median / min / max of the repeats."""
+"""Module 14: wall-clock latency with warm-up, reported as median / min / max of the repeats.
+
+A fixed number of repeats on top of the one timing policy (`tinytorch.profiling.timing`).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,9 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any
+
+from tinytorch.profiling.timing import _count, per_call
 
 
 @dataclass(frozen=True)
@@ -37,25 +41,22 @@ def measure_latency(
     """Call fn(*args, **kwargs) `warmup` times untimed, then `repeats` times timed."""
     if not callable(fn):
         raise TypeError(f"measure_latency: fn must be callable, got {type(fn).__name__}")
-    # Integral, not int: counts computed with NumPy arrive as np.int64.
-    if isinstance(warmup, bool) or not isinstance(warmup, Integral) or warmup < 0:
-        raise ValueError(f"measure_latency: warmup must be an int >= 0, got {warmup!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, Integral) or repeats < 1:
-        raise ValueError(f"measure_latency: repeats must be an int >= 1, got {repeats!r}")
-    warmup, repeats = int(warmup), int(repeats)
-    for _ in range(warmup):
-        fn(*args, **kwargs)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args, **kwargs)
-        samples.append(time.perf_counter() - start)
+    warmup = _count(warmup, "measure_latency: warmup", 0)
+    repeats = _count(repeats, "measure_latency: repeats", 1)
+    timing = per_call(
+        lambda: fn(*args, **kwargs),
+        warmup=warmup,
+        min_time=0.0,
+        min_calls=repeats,
+        max_calls=repeats,
+        clock=time.perf_counter,
+    )
     return LatencyStats(
-        median_s=statistics.median(samples),
-        min_s=min(samples),
-        max_s=max(samples),
-        mean_s=statistics.fmean(samples),
+        median_s=timing.median,
+        min_s=timing.min,
+        max_s=timing.max,
+        mean_s=statistics.fmean(timing.samples),
         repeats=repeats,
         warmup=warmup,
-        samples=tuple(samples),
+        samples=timing.samples,
     )

@@ -1,203 +1,240 @@
-"""Part B timings, drawn: GFLOP/s and GB/s bars per backend, and a roofline against measured ceilings."""
+"""Part B timings, drawn: GFLOP/s and GB/s bars per backend, and a roofline under the ceilings.
+
+Figures come from the rows only: each row carries its flops and bytes as numbers and its flags
+(see milestone07.part_b). Ceilings are tinytorch.profiling's, measured once, by Part B. Rows that
+are "incorrect" or "not_credible" are never drawn, only listed; "noisy" bars are hatched and
+labelled "noisy: rerun", and so is any baseline bar below a student's bar on the same problem.
+"""
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-BYTES = 4  # float32
-GELU_FLOPS_PER_ELEMENT = (
-    10  # bias add, x*x*x (2), 3 mul/add inside tanh's argument, tanh as 1, 1+, *x, *0.5
-)
+from tinytorch.profiling import Ceilings, measure_ceilings
 
-
-@dataclass(frozen=True)
-class Ceilings:
-    """What this machine can do, measured: compute (GFLOP/s) and memory bandwidth (GB/s)."""
-
-    gflops: float
-    gbps: float
-    how: str  # how each figure was measured, shown in the plot
+__all__ = [
+    "Ceilings",
+    "RooflinePoint",
+    "ThroughputTable",
+    "draw_roofline",
+    "draw_throughput",
+    "measure_ceilings",
+    "not_timed",
+    "roofline_points",
+    "throughput_table",
+]
+UNITS = {"gemm": ("gflops", "GFLOP/s"), "bias_gelu": ("gbps", "GB/s"), "gelu": ("gbps", "GB/s")}
+NOT_CREDITED = {
+    "incorrect": "incorrect: not credited",
+    "not_credible": "not credible: not credited",
+}
 
 
 @dataclass(frozen=True)
 class ThroughputTable:
-    kind: str  # "gemm" | "bias_gelu"
+    kind: str  # "gemm" | "bias_gelu" | "gelu"
     unit: str  # "GFLOP/s" | "GB/s"
     problems: tuple[str, ...]
     backends: tuple[str, ...]
-    values: np.ndarray  # (problems, backends), NaN where a backend has no "ok" timing
+    values: np.ndarray  # (problems, backends), NaN where a backend has no credited timing
+    noisy: np.ndarray  # (problems, backends) bool: flagged noisy, or a baseline below a student
 
 
-def problem_cost(kind: str, problem: str) -> tuple[float, float] | None:
-    """(flops, compulsory bytes) of a Part B problem, from its dims, or None when unparseable.
+class RooflinePoint(NamedTuple):
+    backend: str
+    problem: str
+    intensity: float  # FLOP per byte of compulsory traffic
+    gflops: float
+    noisy: bool
 
-    gemm MxKxN: 2MKN flops; reads A (MK) and B (KN), writes C (MN).
-    bias+gelu MxN: ~10 flops per element; reads x (MN) and bias (N), writes y (MN).
-    """
-    dims = [int(d) for d in re.findall(r"\d+", problem.split(" ", 1)[-1])]
-    if kind == "gemm" and len(dims) == 3:
-        m, k, n = dims
-        return 2.0 * m * k * n, BYTES * (m * k + k * n + m * n)
-    if kind == "bias_gelu" and len(dims) == 2:
-        m, n = dims
-        return GELU_FLOPS_PER_ELEMENT * m * n, BYTES * (2 * m * n + n)
-    return None
+
+def _rate(row: Any) -> float | None:
+    return getattr(row, UNITS[row.kind][0])
+
+
+def _credited(row: Any) -> bool:
+    flags = set(getattr(row, "flags", []) or [])
+    return row.status == "ok" and _rate(row) is not None and not flags & set(NOT_CREDITED)
 
 
 def throughput_table(rows: Sequence[Any], kind: str) -> ThroughputTable:
-    """The "ok" rows of one kind as a problems x backends matrix (GFLOP/s for gemm, GB/s otherwise)."""
-    if kind not in ("gemm", "bias_gelu"):
-        raise ValueError(f"kind must be 'gemm' or 'bias_gelu', got {kind!r}")
-    field, unit = ("gflops", "GFLOP/s") if kind == "gemm" else ("gbps", "GB/s")
+    """The credited rows of one kind as a problems x backends matrix, with a noisy mask."""
+    if kind not in UNITS:
+        raise ValueError(f"kind must be one of {sorted(UNITS)}, got {kind!r}")
     mine = [r for r in rows if r.kind == kind]
     problems = tuple(dict.fromkeys(r.problem for r in mine))
-    backends = tuple(dict.fromkeys(r.backend for r in mine if r.status == "ok"))
+    backends = tuple(dict.fromkeys(r.backend for r in mine if _credited(r)))
     values = np.full((len(problems), len(backends)), np.nan)
+    noisy = np.zeros(values.shape, dtype=bool)
     for r in mine:
-        value = getattr(r, field)
-        if r.status == "ok" and value is not None:
-            values[problems.index(r.problem), backends.index(r.backend)] = float(value)
-    return ThroughputTable(kind, unit, problems, backends, values)
+        if _credited(r):
+            i, j = problems.index(r.problem), backends.index(r.backend)
+            values[i, j] = float(_rate(r))
+            noisy[i, j] = "noisy" in (getattr(r, "flags", []) or [])
+    student = np.array([b.startswith("student") for b in backends], dtype=bool)
+    for i in range(len(problems)):  # the plot's own guard: a baseline below a student is noisy
+        best = np.nanmax(values[i, student], initial=-np.inf) if student.any() else -np.inf
+        noisy[i] |= ~student & (values[i] < best)
+    return ThroughputTable(kind, UNITS[kind][1], problems, backends, values, noisy)
 
 
 def not_timed(rows: Sequence[Any]) -> list[str]:
-    """One line per backend that gave no timing, with its reason (deduplicated, in row order)."""
+    """One line per backend that gave no credited timing, with its full reason (deduplicated)."""
     lines: dict[str, None] = {}
     for r in rows:
-        if r.status != "ok":
+        flags = [NOT_CREDITED[f] for f in (getattr(r, "flags", []) or []) if f in NOT_CREDITED]
+        if r.status == "unavailable":
+            lines[f"{r.backend}: {r.detail}"] = None
+        elif r.status != "ok":
             flag = (
                 " (bundled kernel disagrees with NumPy: a TinyTorch bug)"
                 if r.status == "mismatch"
                 else ""
             )
-            lines[f"{r.backend} [{r.kind}]: {r.status}{flag}: {r.detail}"] = None
+            lines[f"{r.backend} [{r.problem}]: {r.status}{flag}: {r.detail}"] = None
+        elif flags:
+            lines[f"{r.backend} [{r.problem}]: {', '.join(flags)}"] = None
     return list(lines)
 
 
-def roofline_points(rows: Sequence[Any]) -> list[tuple[str, str, float, float]]:
-    """(backend, problem, FLOP/byte, GFLOP/s) for every "ok" row whose problem size is parseable."""
+def roofline_points(rows: Sequence[Any]) -> list[RooflinePoint]:
+    """A point per credited row, from its own flops and bytes (never parsed from its name)."""
     points = []
     for r in rows:
-        cost = problem_cost(r.kind, r.problem)
-        if r.status != "ok" or cost is None or not r.ms:
+        if (
+            not _credited(r)
+            or not r.ms
+            or not getattr(r, "flops", None)
+            or not getattr(r, "bytes", None)
+        ):
             continue
-        flops, nbytes = cost
-        points.append((r.backend, r.problem, flops / nbytes, flops / (r.ms * 1e-3) / 1e9))
+        noisy = "noisy" in (getattr(r, "flags", []) or [])
+        points.append(
+            RooflinePoint(
+                r.backend, r.problem, r.flops / r.bytes, r.flops / (r.ms * 1e-3) / 1e9, noisy
+            )
+        )
     return points
 
 
-def _best_seconds(fn: Any, repeats: int) -> float:
-    fn()  # warm-up: page faults, thread pools, caches
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def measure_ceilings(repeats: int = 5) -> Ceilings:
-    """Compute and bandwidth ceilings, best of `repeats`: a ceiling is what the machine CAN do.
-
-    Compute: the higher of the C++ FMA micro-benchmark (when built) and BLAS sgemm at 1024^3.
-    Memory: the higher of the C++ parallel copy (when built) and NumPy's copy of 64 MiB (read + write).
-    Best-of rather than median because other processes only ever slow a run down.
-    """
-    a = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)
-    src = np.ones(16 * 1024 * 1024, dtype=np.float32)  # 64 MiB, far beyond the caches
-    dst = np.empty_like(src)
-    gflops = 2 * 1024**3 / _best_seconds(lambda: a @ a, repeats) / 1e9
-    gbps = 2 * src.nbytes / _best_seconds(lambda: np.copyto(dst, src), repeats) / 1e9
-    how = "best of BLAS sgemm 1024^3 / NumPy 64 MiB copy"
-    try:
-        from tinytorch.extensions import simd
-
-        if simd.available()[0]:
-            gflops = max(gflops, *(simd.fma_peak() for _ in range(3)))
-            gbps = max(
-                gbps, 2 * src.nbytes / _best_seconds(lambda: simd.copy(src, out=dst), repeats) / 1e9
-            )
-            how = "best of C++ FMA peak, BLAS sgemm; C++ and NumPy 64 MiB copies"
-    except Exception as exc:  # noqa: BLE001  (no native build: the NumPy figures stand)
-        how += f" (C++ probes failed: {type(exc).__name__})"
-    return Ceilings(gflops, gbps, how)
-
-
-def _bars(ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str) -> None:
+def _bars(
+    ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str, order: list[str]
+) -> None:
     n_p, n_b = table.values.shape
     width = 0.8 / max(n_b, 1)
     colours = plt.get_cmap("tab10")
+    handles: list[Any] = []
     for j, backend in enumerate(table.backends):
         xs = np.arange(n_p) + (j - (n_b - 1) / 2) * width
-        bars = ax.bar(
-            xs, np.nan_to_num(table.values[:, j]), width, label=backend, color=colours(j % 10)
-        )
-        ax.bar_label(bars, fmt="%.0f", fontsize=6)
-    if ceiling:
-        ax.axhline(ceiling, color="black", linestyle="--", linewidth=1)
-        ax.text(
-            n_p - 0.5,
+        heights = np.nan_to_num(table.values[:, j])
+        colour = colours(order.index(backend) % 10)  # one colour per backend in every panel
+        bars = ax.bar(xs, heights, width, color=colour)
+        handles.append(Patch(color=colour, label=backend))  # plain: hatching is "noisy"
+        labels = []
+        for i, bar in enumerate(bars):
+            if table.noisy[i, j]:
+                bar.set_hatch("//")
+                bar.set_alpha(0.55)
+            value = table.values[i, j]
+            text = "" if np.isnan(value) else f"{value:.0f}"
+            labels.append(f"{text}\nnoisy: rerun" if text and table.noisy[i, j] else text)
+        ax.bar_label(bars, labels=labels, fontsize=6)
+    if ceiling:  # in the legend, where a long label is never clipped by the axes
+        ax.axhline(
             ceiling,
-            f" {ceiling_label} {ceiling:.0f}",
-            va="bottom",
-            ha="right",
-            fontsize=7,
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"{ceiling_label} {ceiling:.0f} {table.unit}",
         )
     ax.set_xticks(range(n_p))
     ax.set_xticklabels(table.problems, fontsize=8)
     ax.set_ylabel(table.unit)
-    ax.legend(fontsize=7)
+    ax.margins(y=0.15)  # room for the bar labels above the tallest bar
+    if table.noisy.any():
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//", label="noisy: rerun"))
+    ax.legend(
+        handles=[*ax.get_legend_handles_labels()[0], *handles],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+    )
 
 
 def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Figure:
-    """GEMM in GFLOP/s and bias+GELU in GB/s per backend; untimed backends listed with reasons."""
-    fig, (ax_g, ax_e) = plt.subplots(1, 2, figsize=(12, 4.2))
-    peak_g, peak_b = (ceilings.gflops, ceilings.gbps) if ceilings else (None, None)
-    _bars(ax_g, throughput_table(rows, "gemm"), peak_g, "measured peak")
-    ax_g.set_title("GEMM (higher is better)", fontsize=10)
-    _bars(ax_e, throughput_table(rows, "bias_gelu"), peak_b, "copy bandwidth")
-    ax_e.set_title("bias + GELU (higher is better)", fontsize=10)
+    """GEMM in GFLOP/s, bias+GELU and the fusion lesson (GELU) in GB/s, per backend."""
+    kinds = [k for k in UNITS if any(r.kind == k for r in rows)] or ["gemm"]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.5 * len(kinds), 4.6), squeeze=False)
+    titles = {"gemm": "GEMM", "bias_gelu": "bias + GELU", "gelu": "GELU: unfused vs fused vs C++"}
+    order = list(dict.fromkeys(r.backend for r in rows))
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        compute = kind == "gemm"
+        peak = (ceilings.gflops if compute else ceilings.gbps) if ceilings else None
+        label = "measured peak" if compute else "copy bandwidth"
+        _bars(ax, throughput_table(rows, kind), peak, label, order)
+        ax.set_title(f"{titles[kind]} (higher is better)", fontsize=10)
     notes = not_timed(rows)
     if notes:
-        fig.text(0.01, 0.01, "not timed:\n" + "\n".join(notes), fontsize=7, va="bottom", wrap=True)
+        fig.text(
+            0.01,
+            0.01,
+            "not timed or not credited:\n" + "\n".join(notes),
+            fontsize=7,
+            va="bottom",
+            wrap=True,
+        )
     fig.tight_layout(rect=(0, 0.04 + 0.035 * len(notes), 1, 1))
     return fig
 
 
 def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
-    """GFLOP/s vs FLOP/byte, under min(peak compute, intensity x bandwidth)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    """GFLOP/s vs FLOP/byte under min(peak compute, intensity x bandwidth); points named."""
+    fig, ax = plt.subplots(figsize=(8.5, 5.2))
     points = roofline_points(rows)
-    lo = min([p[2] for p in points] + [0.5]) / 2
-    hi = max([p[2] for p in points] + [ceilings.gflops / ceilings.gbps]) * 4
+    lo = min([p.intensity for p in points] + [0.5]) / 2
+    hi = max([p.intensity for p in points] + [ceilings.gflops / ceilings.gbps]) * 4
     xs = np.geomspace(lo, hi, 200)
+    roof = f"roof: measured peak {ceilings.gflops:.0f} GFLOP/s, copy bandwidth {ceilings.gbps:.0f} GB/s"
     ax.plot(
         xs,
         np.minimum(ceilings.gflops, xs * ceilings.gbps),
         color="black",
         linewidth=1.5,
-        label=f"roof: {ceilings.gflops:.0f} GFLOP/s, {ceilings.gbps:.0f} GB/s",
+        label=roof,
     )
     colours = plt.get_cmap("tab10")
-    markers = {"gemm": "o", "bias_gelu": "s"}
-    backends = list(dict.fromkeys(p[0] for p in points))
-    for backend, problem, intensity, gflops in points:
-        kind = "gemm" if problem.startswith("gemm") else "bias_gelu"
+    markers = {"gemm": "o", "bias_gelu": "s", "gelu": "^"}
+    backends = list(dict.fromkeys(p.backend for p in points))
+    kinds = {r.problem: r.kind for r in rows}
+    for p in points:
         ax.scatter(
-            intensity,
-            gflops,
-            color=colours(backends.index(backend) % 10),
-            marker=markers[kind],
+            p.intensity,
+            p.gflops,
+            color=colours(backends.index(p.backend) % 10),
+            marker=markers.get(kinds.get(p.problem, "gemm"), "o"),
             s=40,
             zorder=3,
+            alpha=0.5 if p.noisy else 1.0,
+        )
+        label = f"{p.backend}, {p.problem}" + (" (noisy: rerun)" if p.noisy else "")
+        # Points of one problem alternate sides, and the right half's labels go left, so the
+        # names neither overlap each other nor run off the axes.
+        same = sorted((q for q in points if q.problem == p.problem), key=lambda q: q.gflops)
+        left = (same.index(p) % 2 == 1) != (p.intensity > np.sqrt(lo * hi))
+        ax.annotate(
+            label,
+            (p.intensity, p.gflops),
+            xytext=(-5, 2) if left else (5, 2),
+            textcoords="offset points",
+            ha="right" if left else "left",
+            fontsize=6,
         )
     for j, backend in enumerate(backends):
         ax.scatter([], [], color=colours(j % 10), label=backend)
@@ -205,10 +242,9 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of compulsory traffic)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(
-        f"Roofline (circles GEMM, squares bias+GELU); ceilings: {ceilings.how}", fontsize=9
-    )
+    ax.set_title("Roofline (circles GEMM, squares bias+GELU, triangles GELU)", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
+    fig.text(0.01, 0.005, f"ceilings: {ceilings.how}", fontsize=6)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig

@@ -1,0 +1,160 @@
+"""`tito bench` without timing anything: which ISA children run with which environment, and
+tables that line up with no "n/a" noise. The timed smoke run is in test_ext_backends.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinytorch.cli import bench
+
+ZEN3 = "processor : 0\nflags : fpu sse2 avx avx2 fma\n"
+SKYLAKE_X = "processor : 0\nflags : fpu sse2 avx avx2 fma avx512f avx512bw\n"
+
+
+def test_cpu_flags_reads_the_flags_line():
+    assert {"avx2", "fma"} <= bench.cpu_flags(ZEN3) and "avx512f" not in bench.cpu_flags(ZEN3)
+    assert "avx512f" in bench.cpu_flags(SKYLAKE_X)
+    assert bench.cpu_flags("nothing here\n") == set()
+
+
+@pytest.mark.parametrize(
+    ("isa", "cpu", "machine", "want"),
+    [
+        (None, ZEN3, "x86_64", ["avx2"]),
+        (None, SKYLAKE_X, "x86_64", ["avx512", "avx2"]),  # the AVX2 table whatever the machine
+        (None, "", "aarch64", ["native"]),
+        ("scalar", SKYLAKE_X, "x86_64", ["scalar"]),
+    ],
+)
+def test_plan_runs_both_x86_paths_where_the_cpu_has_them(isa, cpu, machine, want):
+    assert bench.plan(isa, bench.cpu_flags(cpu), machine) == want
+
+
+def test_the_avx2_child_holds_openblas_to_haswell_only_on_an_avx512_cpu(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")  # a stale setting never leaks through
+    env = bench.child_env("avx2", bench.cpu_flags(SKYLAKE_X))
+    assert env["TINYTORCH_SIMD_ISA"] == "avx2" and env["OPENBLAS_CORETYPE"] == "Haswell"
+    env = bench.child_env("avx2", bench.cpu_flags(ZEN3))
+    assert "OPENBLAS_CORETYPE" not in env
+    env = bench.child_env("avx512", bench.cpu_flags(SKYLAKE_X))
+    assert env["TINYTORCH_SIMD_ISA"] == "avx512" and "OPENBLAS_CORETYPE" not in env
+
+
+def _report(torch: bool) -> dict:
+    gemm = {
+        "n": 256,
+        "c++ 1t": 40.5,
+        "c++ 1t / peak": 0.44,
+        "numpy 1t": 62.3,
+        "numpy 1t / peak": 0.7,
+    }
+    gemm |= {"ratio 1t": 0.65, "c++ 2t": 74.4, "numpy 2t": 124.8, "ratio 2t": 0.6, "load": 0.0}
+    gemm |= {"torch 2t": 90.0} if torch else {}
+    big = dict(gemm, n=2048, **{"c++ 1t": 1044.4, "ratio 1t": 10.0})
+    gelu = {"shape": "4096x4096", "c++ 1t": 20.0, "c++ 2t": 30.1, "numpy": 3.0, "c++ 2t alloc": 9.0}
+    gelu |= {"c++ 2t / copy": 0.84, "load": 1.5}
+    if torch:
+        gelu |= {
+            "torch 2t": 7.0,
+            "c++ / torch": 4.3,
+            "torch 2t alloc": 5.0,
+            "c++ / torch alloc": None,
+        }
+    return {
+        "isa_requested": "avx2",
+        "build": {"openmp": True, "compiler_version": "g++ 12"},
+        "kernel": {
+            "isa": "avx2+fma",
+            "microkernel": "6x16 avx2+fma",
+            "blocks": {"MR": 6, "NR": 16},
+        },
+        "blas": [{"internal_api": "openblas", "version": "0.3", "architecture": "Haswell"}],
+        "torch": {
+            "available": torch,
+            "reason": "torch 2.13.0" if torch else "torch is not installed",
+        },
+        "ceilings": {
+            "fma_gflops_1t": 92.0,
+            "fma_gflops_2t": 180.0,
+            "copy_gbs_1t": 14.0,
+            "copy_gbs_2t": 31.0,
+        },
+        "gemm": [gemm, big],
+        "bias_gelu": [gelu],
+        "fused": [
+            {"n": 512, "threads": 2, "fused": 70.0, "gemm then bias+gelu": 60.0, "speedup": 1.17}
+        ],
+        "checks": [{"check": "gemm 256 c++", "max_abs_err": 1e-6, "atol": 1e-3, "ok": True}],
+        "targets": [
+            {"target": "C++ GEMM 256 1t / OpenBLAS 1t", "value": 0.65, "want": 0.8, "met": False}
+        ],
+    }
+
+
+def _table_blocks(text: str) -> list[list[str]]:
+    """Each table: its header, rule and rows (the lines around a '-+-' rule)."""
+    lines = text.splitlines()
+    return [lines[i - 1 : i + 2] for i, line in enumerate(lines) if "-+-" in line]
+
+
+@pytest.mark.parametrize("torch", [True, False])
+def test_tables_line_up_and_say_nothing_about_what_is_missing(torch):
+    text = bench.render_run(_report(torch))
+    assert "n/a" not in text and "( " not in text and "nan" not in text.lower()
+    blocks = _table_blocks(text)
+    assert len(blocks) >= 3
+    for block in blocks:
+        sep = ["+" if "-+-" in line else "|" for line in block]  # the rule crosses with "+"
+        bars = [
+            [i for i, ch in enumerate(line) if ch == s] for line, s in zip(block, sep, strict=True)
+        ]
+        assert all(b == bars[0] for b in bars), block  # every column separator in one place
+    assert ("torch 2t" in text) == torch
+    assert "micro-kernel: 6x16 avx2+fma | blocks: MR=6 NR=16" in text
+    assert "1044.4 (0.44)" in text and "10.00x" in text  # wide cells widen their column
+    assert "information about this machine" in text and "below" in text
+    assert "machine was busy" in text  # the bias+GELU row saw 1.5 cores of other work
+
+
+def test_a_table_sizes_columns_to_the_widest_cell():
+    lines = bench.table(["n", "rate"], [["1", "2.0"], ["1024", "-"]])
+    assert lines == ["   n | rate", "-----+-----", "   1 |  2.0", "1024 |    -"]
+
+
+def test_an_old_build_without_kernel_fields_says_so():
+    report = _report(True)
+    report["kernel"] = {"isa": "avx2+fma"}
+    assert "micro-kernel: not reported by this build" in bench.render_run(report)
+
+
+def test_a_build_that_ignored_the_isa_request_says_so():
+    report = _report(True)
+    report["isa_requested"] = "avx512"
+    assert "asked for the avx512 path but this build loaded avx2+fma" in bench.render_run(report)
+    assert "NOTE" not in bench.render_run(_report(True))  # avx2 asked, avx2+fma built
+
+
+def test_targets_cover_issue_13_from_the_run_figures():
+    from tinytorch.extensions import benchmark
+
+    report = {
+        "ceilings": {"fma_gflops_1t": 100.0, "fma_gflops_2t": 200.0, "copy_gbs": 30.0},
+        "gemm": [
+            {"n": 256, "c++ 1t": 40.0, "numpy 1t": 60.0, "c++ 2t": 70.0, "numpy 2t": 70.0},
+            {"n": 1024, "c++ 1t": 90.0, "numpy 1t": 92.0, "c++ 2t": 170.0, "numpy 2t": 180.0},
+        ],
+        "bias_gelu": [{"shape": "4096x4096", "c++ 2t": 27.0, "torch 2t": 6.0, "numpy": 3.0}],
+    }
+    for row in report["gemm"]:
+        row["ratio 1t"] = row["c++ 1t"] / row["numpy 1t"]
+        row["ratio 2t"] = row["c++ 2t"] / row["numpy 2t"]
+    report["bias_gelu"][0]["c++ / torch"] = 4.5
+    benchmark._fractions(report)
+    got = {t["target"]: t for t in benchmark.targets(report)}
+    assert got["C++ GEMM 256 1t / OpenBLAS 1t"]["want"] == 0.8
+    assert not got["C++ GEMM 256 1t / OpenBLAS 1t"]["met"]  # 40 / 60
+    assert not got["C++ GEMM 1024 2t / OpenBLAS 2t"]["met"]  # 170 / 180 = 0.944 < 0.95
+    assert got["C++ GEMM 1024 1t / FMA peak 1t"]["value"] == pytest.approx(0.9)
+    assert got["C++ GEMM 1024 2t / 1t"]["met"]  # 170 / 90 = 1.89 >= 1.8
+    assert got["C++ bias+GELU 4096x4096 2t / copy bandwidth"]["value"] == pytest.approx(0.9)
+    assert got["C++ bias+GELU 4096x4096 / torch (reused buffers)"]["met"]

@@ -1,0 +1,180 @@
+"""Part B out of the student's reach, and its flags: memoising and patching submissions are not
+credited, a kernel that failed Part A is "incorrect", noisy rows and busy runs are flagged.
+
+No timed assertions: the fake submissions report absurd times, and flags are set on rows built here.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinytorch.milestone07 import part_b
+from tinytorch.milestone07.bench_tasks import TASKS, student_bias_gelu, student_gemm
+from tinytorch.milestone07.results import BenchRow
+from tinytorch.profiling import Ceilings
+
+BASE = Path(__file__).resolve().parents[1] / "tinytorch" / "perf" / "acceleration.py"
+CEIL = Ceilings({1: 50.0, 2: 100.0}, {1: 10.0, 2: 20.0}, "test")
+
+
+def memoising_module() -> types.SimpleNamespace:
+    """Computes once per input object, then returns the remembered answer: 'infinitely fast'."""
+    memo: dict[int, np.ndarray] = {}
+
+    def tiled_matmul(a, b, tile_size=64):
+        key = id(a)
+        if key not in memo:
+            memo[key] = a.data @ b.data
+        return memo[key]
+
+    def fused_gelu(x):
+        key = id(x)
+        if key not in memo:
+            y = x.data.astype(np.float64)
+            memo[key] = (0.5 * y * (1 + np.tanh(0.7978845608 * (y + 0.044715 * y**3)))).astype(
+                np.float32
+            )
+        return memo[key]
+
+    return types.SimpleNamespace(tiled_matmul=tiled_matmul, fused_gelu=fused_gelu)
+
+
+def test_a_kernel_memoising_by_input_identity_is_not_credited():
+    module = memoising_module()
+    gemm = student_gemm(module, n=32, repeats=3)
+    gelu = student_bias_gelu(module, m=8, n=64, repeats=3)
+    for row in (gemm, gelu):
+        assert row["status"] == "wrong" and row["ms"] is None, row
+        assert "rotated inputs" in row["detail"]
+
+
+def test_a_correct_kernel_passes_every_rotated_sample():
+    module = types.SimpleNamespace(tiled_matmul=lambda a, b, tile_size=64: a.data @ b.data)
+    row = student_gemm(module, n=32, repeats=4)
+    assert row["status"] == "ok" and row["samples"] >= 4 and row["ms"] > 0
+
+
+def test_a_missing_unfused_gelu_says_not_in_this_module():
+    row = TASKS["student_unfused_gelu"](types.SimpleNamespace(), m=4, n=8, repeats=1)
+    assert row["status"] == "unavailable" and row["detail"] == "unfused_gelu not in this module"
+
+
+PATCH_TASKS = """
+import tinytorch.milestone07.bench_tasks as _bt
+_bt.TASKS["student_gemm"] = lambda module, **kw: {"status": "ok", "ms": 1e-9, "min_ms": 1e-9,
+                                                  "samples": 25, "detail": "patched"}
+"""
+PATCH_INTERNALS = """
+import tinytorch.milestone07.bench_tasks as _bt
+_bt._student = lambda *a, **k: {"status": "ok", "ms": 1e-9, "min_ms": 1e-9, "samples": 25,
+                                "spread": 0.0, "load": 0.0, "detail": "patched"}
+"""
+
+
+@pytest.fixture
+def only_student_and_ceilings(monkeypatch):
+    """Part B with the student's child and a baseline child that only measures the ceilings."""
+    children = (part_b.CHILDREN[0], ("baseline", {}, (), {}))
+    monkeypatch.setattr(part_b, "CHILDREN", children)
+    monkeypatch.setitem(
+        part_b.SIZES,
+        "tiny",
+        {"gemm": [(part_b.profiling.gemm(64), 2)], "bias_gelu": [], "gelu": []},
+    )
+
+
+@pytest.mark.parametrize("patch", [PATCH_TASKS, PATCH_INTERNALS], ids=["TASKS", "internals"])
+def test_a_submission_patching_the_timing_task_is_not_credited(
+    tmp_path, patch, only_student_and_ceilings
+):
+    impl = tmp_path / "patcher.py"
+    impl.write_text(BASE.read_text() + patch)
+    result = part_b.run_part_b(str(impl), sizes="tiny")
+    (row,) = [r for r in result.rows if r.backend == "student"]
+    ceiling = result.ceilings["fma_gflops"]
+    if patch is PATCH_TASKS:  # the registry was copied before the module loaded: a real timing
+        assert row.detail != "patched" and row.ms > 1e-6
+    else:  # the forged 1e-9 ms would be 5e8 GFLOP/s: flagged, no rate anywhere
+        assert row.detail.startswith("patched") and "not_credible" in row.flags
+        assert row.gflops is None
+    assert row.gflops is None or row.gflops <= part_b.CREDIBLE * ceiling
+
+
+RAGGED_BUG = """
+_right = tiled_matmul
+def tiled_matmul(a, b, tile_size=64):
+    out = _right(a, b, tile_size)
+    m, n = out.data.shape
+    if m % tile_size or n % tile_size:  # the ragged last tile is dropped
+        out.data[m - m % tile_size :, :] = 0.0
+    return out
+"""
+
+
+def test_a_kernel_that_failed_part_a_is_timed_but_not_credited(tmp_path, only_student_and_ceilings):
+    from tinytorch.milestone07 import render_part_b, run_part_a
+
+    impl = tmp_path / "ragged.py"
+    impl.write_text(BASE.read_text() + RAGGED_BUG)
+    cases = ["tiled_matmul/multiple/tile64", "tiled_matmul/ragged_all_axes/tile7"]
+    part_a = run_part_a(str(impl), cases=cases, checks=False)
+    assert part_a.verdict == "NOT_PASSED"
+    result = part_b.run_part_b(str(impl), sizes="tiny", part_a=part_a)
+    (row,) = [r for r in result.rows if r.backend == "student"]
+    assert row.status == "ok" and row.ms > 0  # 64 x 64 with tile 64 is not ragged: it computes
+    assert row.flags == ["incorrect"] or row.flags == ["incorrect", "noisy"]
+    assert row.gflops is None
+    assert "incorrect: not credited" in render_part_b(result)
+
+
+def _row(backend: str, kind: str = "gemm", rate: float | None = 10.0, **kw) -> BenchRow:
+    problem = "gemm 64x64x64" if kind == "gemm" else "gelu 8x8"
+    gflops, gbps = (rate, None) if kind == "gemm" else (None, rate)
+    return BenchRow(problem, kind, backend, kw.pop("status", "ok"), 1.0, gflops, gbps, "", **kw)
+
+
+def test_a_kernel_that_failed_part_a_is_incorrect_and_has_no_rate():
+    rows = [_row("student"), _row("numpy", rate=500.0)]
+    part_b.flag_rows(rows, CEIL, failed={"tiled_matmul"})
+    assert rows[0].flags == ["incorrect"] and rows[0].gflops is None
+    assert rows[1].flags == [] and rows[1].gflops == 500.0
+
+
+def test_a_student_rate_above_the_ceiling_is_not_credible():
+    rows = [_row("student", rate=121.0), _row("student fused_gelu", "gelu", rate=25.0)]
+    part_b.flag_rows(rows, CEIL, failed=())
+    assert all("not_credible" in r.flags for r in rows)
+    assert rows[0].gflops is None and rows[1].gbps is None
+    ok = [_row("student", rate=119.0)]  # below 1.2 x the 100 GFLOP/s ceiling
+    part_b.flag_rows(ok, CEIL, failed=())
+    assert ok[0].flags == [] and ok[0].gflops == 119.0
+
+
+def test_a_baseline_slower_than_the_student_is_flagged_noisy_and_the_run_warns():
+    rows = [_row("student", rate=20.0), _row("numpy", rate=2.1), _row("c++ simd", rate=70.0)]
+    warnings = part_b.flag_rows(rows, CEIL, failed=())
+    assert rows[1].flags == ["noisy"] and rows[2].flags == [] and rows[0].flags == []
+    assert any("Rerun Part B alone" in w and "numpy on gemm 64x64x64" in w for w in warnings)
+
+
+def test_spread_and_load_make_a_row_noisy_and_a_busy_machine_warns():
+    rows = [_row("numpy", spread=0.5), _row("c++ simd", load=1.4), _row("torch-cpu", spread=0.01)]
+    warnings = part_b.flag_rows(rows, CEIL, failed=())
+    assert [r.flags for r in rows] == [["noisy"], ["noisy"], []]
+    assert any("machine was busy" in w and "1.4 cores" in w for w in warnings)
+
+
+def test_a_quiet_clean_run_has_no_flags_and_no_warnings():
+    rows = [_row("student", rate=5.0, spread=0.02, load=0.0), _row("numpy", rate=90.0, spread=0.03)]
+    assert part_b.flag_rows(rows, CEIL, failed=()) == []
+    assert all(r.flags == [] for r in rows)
+
+
+def test_every_child_task_is_a_registered_function():
+    for _child, _env, status, group in part_b.CHILDREN:
+        for task in [*status, *(t for tasks in group.values() for t in tasks.values())]:
+            assert callable(TASKS[task])

@@ -1,0 +1,114 @@
+"""Module 14: the machine's ceilings, measured one way: FMA peak (GFLOP/s) and copy bandwidth (GB/s).
+
+Method (the only one in TinyTorch; `tito bench`, Part B and the notebook's roofline all use it):
+  - compute: the C++ FMA micro-benchmark (12 independent FMA chains per thread), at 1 and 2
+    threads. Without the C++ build, BLAS sgemm on 1024^3 stands in (it is below the true peak).
+  - memory: a copy of 64 MiB (16 MiB with quick), far past the caches, counted as read + write:
+    the C++ parallel copy at each thread count, or np.copyto without the build.
+  - rounds are interleaved and the BEST round counts: a ceiling is what the machine can do, and
+    other processes only ever slow a round down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tinytorch.profiling.timing import interleaved, per_call
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured ceilings per thread count: {threads: GFLOP/s} and {threads: GB/s}."""
+
+    fma_gflops: dict[int, float]
+    copy_gbs: dict[int, float]
+    how: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gflops(self) -> float:
+        """The highest compute ceiling measured (any thread count)."""
+        return max(self.fma_gflops.values())
+
+    @property
+    def gbps(self) -> float:
+        """The highest copy bandwidth measured (any thread count)."""
+        return max(self.copy_gbs.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"how": self.how, "notes": list(self.notes)}
+        for t, v in self.fma_gflops.items():
+            out[f"fma_gflops_{t}t"] = v
+        for t, v in self.copy_gbs.items():
+            out[f"copy_gbs_{t}t"] = v
+        out["fma_gflops"], out["copy_gbs"] = self.gflops, self.gbps
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Ceilings:
+        """The inverse of to_dict (what a child process sends back as JSON-able data)."""
+
+        def per_thread(prefix: str) -> dict[int, float]:
+            keys = [k for k in d if k.startswith(prefix) and k.endswith("t")]
+            return {int(k[len(prefix) : -1]): float(d[k]) for k in keys}
+
+        fma, copy = per_thread("fma_gflops_"), per_thread("copy_gbs_")
+        if not fma or not copy:
+            raise ValueError(
+                f"Ceilings.from_dict: no fma_gflops_<n>t / copy_gbs_<n>t in {sorted(d)}"
+            )
+        return cls(fma, copy, str(d.get("how", "")), list(d.get("notes", [])))
+
+
+def _simd() -> Any | None:
+    try:
+        from tinytorch.extensions import simd
+    except ImportError:
+        return None
+    try:
+        return simd if simd.available()[0] else None
+    except Exception:  # noqa: BLE001 (a failing build leaves the NumPy stand-ins)
+        return None
+
+
+def measure_ceilings(
+    *, threads: Sequence[int] = (1, 2), quick: bool = False, rounds: int = 3
+) -> Ceilings:
+    """FMA peak and copy bandwidth at each thread count, best of `rounds` interleaved rounds."""
+    simd = _simd()
+    n = 2048 * 2048 if quick else 4096 * 4096  # floats: 16 or 64 MiB
+    src = np.ones(n, dtype=np.float32)
+    dst = np.empty_like(src)
+    copy_bytes = 2.0 * src.nbytes  # read + write
+    fns: dict[str, Callable[[], float]] = {}
+    if simd is not None:
+        iters = 2_000_000 if quick else 20_000_000
+        how = "C++ FMA peak; C++ parallel copy of {mib} MiB (best of {r} rounds)"
+        for t in threads:
+            fns[f"fma {t}"] = lambda t=t: 1.0 / simd.fma_peak(threads=t, iters=iters)
+            fns[f"copy {t}"] = lambda t=t: (
+                per_call(lambda: simd.copy(src, threads=t, out=dst), min_time=0.02).median
+            )
+    else:
+        from threadpoolctl import threadpool_limits
+
+        a = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)
+        how = "BLAS sgemm 1024^3 (C++ not built: below the FMA peak); np.copyto of {mib} MiB"
+
+        def sgemm(t: int) -> float:
+            with threadpool_limits(limits=t, user_api="blas"):
+                return 2 * 1024**3 / per_call(lambda: a @ a, min_time=0.02).median / 1e9
+
+        for t in threads:
+            fns[f"fma {t}"] = lambda t=t: 1.0 / sgemm(t)
+            fns[f"copy {t}"] = lambda: per_call(lambda: np.copyto(dst, src), min_time=0.02).median
+    best = {name: timing.min for name, timing in interleaved(fns, rounds).items()}
+    return Ceilings(
+        fma_gflops={t: 1.0 / best[f"fma {t}"] for t in threads},
+        copy_gbs={t: copy_bytes / best[f"copy {t}"] / 1e9 for t in threads},
+        how=how.format(mib=src.nbytes // 2**20, r=rounds),
+    )
