@@ -122,6 +122,10 @@ class TorchWorker:
         if self.box is None:
             return None
         reply = self.box.request({"task": TASK, "kwargs": {"req": req}}, self.timeout)
+        if reply["status"] in ("timeout", "crash", "protocol"):  # killed: not asked again
+            self.reason = f"torch worker {reply['status']}: {reply.get('error', '')}"
+            self.close()
+            return None
         if reply["status"] != "ok":
             return {"error": f"{reply['status']}: {reply.get('error', '')}"}
         value = reply.get("value")

@@ -135,10 +135,13 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
     assert "n/a" not in out.stdout
 
 
-def test_a_torch_worker_that_never_answers_times_out_and_is_killed() -> None:
+def test_a_torch_worker_that_does_not_answer_in_time_is_killed() -> None:
     from tinytorch.extensions import benchmark
 
-    sleeper = [sys.executable, "-c", "import sys, time\nfor line in sys.stdin: time.sleep(60)"]
-    worker = benchmark.TorchWorker(command=sleeper, timeout=0.5)  # its "info" is never answered
-    assert "no answer within 0.5 s" in worker.reason and not worker.ok
+    worker = benchmark.TorchWorker(timeout=120)
+    if not worker.ok:
+        pytest.skip(f"no torch worker: {worker.reason}")
+    worker.timeout = 0.001  # no 2048^3 GEMM answers within a millisecond
+    assert math.isnan(worker.time({"op": "gemm", "n": 2048, "threads": 1}))
+    assert not worker.ok  # killed, not waited for
     assert math.isnan(worker.time({"op": "gemm", "n": 8, "threads": 1}))

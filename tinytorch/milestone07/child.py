@@ -78,6 +78,7 @@ class _Child:
         self.guard = guard
         self.refuse = refuse  # the grading-mode import blocker, or None
         self.tensor = Tensor  # bound now: in grading mode our modules leave sys.modules
+        self.tasks: dict[str, Any] = {}  # Part B's TASKS, copied at boot when asked for
         self.audit = audit
 
     def not_implemented(self, exc: BaseException, **extra: Any) -> dict[str, Any]:
@@ -152,18 +153,18 @@ class _Child:
 
     def task(self, req: dict[str, Any]) -> dict[str, Any]:
         """Run one of our own Part B functions in the child, fn(module, **kwargs). req["task"] is
-        a key of tinytorch.milestone07.bench_tasks.TASKS, or "module:function"."""
+        a key of tinytorch.milestone07.bench_tasks.TASKS (Sandbox(tasks=True)), or "module:function"
+        for our own workers that never load student code (the torch worker)."""
         import importlib
 
         name = str(req["task"])
         try:  # our own task code may import the grader's modules, even while grading
             with self.refuse.paused() if self.refuse else contextlib.nullcontext():
-                if ":" in name:
+                if ":" in name and self.module is None:  # never after a student's import
                     mod_name, fn_name = name.split(":", 1)
                     fn = getattr(importlib.import_module(mod_name), fn_name)
                 else:
-                    tasks = importlib.import_module("tinytorch.milestone07.bench_tasks")
-                    fn = getattr(tasks, "TASKS", {}).get(name)
+                    fn = self.tasks.get(name)  # the registry as it was before the student's import
                     if fn is None:
                         return {"status": "raised", "error": f"unknown task {name!r}"}
                 with np.errstate(all="ignore"):
@@ -272,6 +273,10 @@ def worker_main(cfg: dict[str, Any]) -> None:
         sys.path.append(cfg["caller_dir"])
     guard = audit.Guard()  # bound before the student's module runs
     child = _Child(None, "", guard, None)
+    if cfg.get("tasks"):  # before the student's module: patching the registry changes nothing
+        from tinytorch.milestone07.bench_tasks import TASKS
+
+        child.tasks = dict(TASKS)
     if cfg.get("grading"):
         import tinytorch
 

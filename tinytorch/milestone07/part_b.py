@@ -105,10 +105,10 @@ def _skipped(fn: str) -> dict[str, Any]:
 
 def _open(impl: str | None, env: dict[str, str]) -> Sandbox:
     """A started child; without the student's module if importing it kills the interpreter."""
-    box = Sandbox(impl, env)
+    box = Sandbox(impl, env, tasks=True)
     if box.start().get("status") in ("import_crash", "import_timeout"):
         box.close()
-        box = Sandbox(None, env)
+        box = Sandbox(None, env, tasks=True)
         box.start()
     return box
 

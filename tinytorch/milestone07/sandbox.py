@@ -234,7 +234,10 @@ class Sandbox:
         grading: bool = False,
         limits: ChildLimits | dict[str, int | None] | None = None,
         user: tuple[int, int] | None = None,
+        tasks: bool = False,
     ) -> None:
+        """tasks: the child answers Part B task requests from bench_tasks.TASKS, copied before
+        the student's module is imported (so a module that patches the registry changes nothing)."""
         if isinstance(limits, dict):  # e.g. {"memory_bytes": 512 << 20}; the rest default
             fields = set(ChildLimits.__dataclass_fields__)
             if not set(limits) <= fields:
@@ -249,6 +252,7 @@ class Sandbox:
         self.impl = impl
         self.env = env or {}
         self.grading = bool(grading)
+        self.tasks = bool(tasks)
         if limits is None:
             limits = ChildLimits() if impl is not None else ChildLimits(None, None)
         self.limits = limits
@@ -296,7 +300,7 @@ class Sandbox:
         rep_r, rep_w = os.pipe()
         cfg = {
             "impl": impl, "req_fd": req_r, "rep_fd": rep_w, "ids": list(ids) if ids else None,
-            "work": work, "limits": asdict(self.limits), "grading": self.grading,
+            "work": work, "limits": asdict(self.limits), "grading": self.grading, "tasks": self.tasks,
             "pkg": str(_HERE), "ns": bool(prefix), "needed": contain.needed_paths(str(_HERE)),
             "caller_dir": os.getcwd() if impl and copied is None else None,
         }  # fmt: skip
