@@ -1,0 +1,5 @@
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    pass
