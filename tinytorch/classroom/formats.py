@@ -60,8 +60,8 @@ def summary_text(doc: dict[str, Any], items: list[Item], *, hidden_details: bool
     """What the student reads: verdict, counts, what failed and the lesson; hidden cases withheld
     unless `hidden_details`."""
     earned, possible = total(items)
-    lines = [f"Milestone 07: {doc['verdict'].replace('_', ' ')}  ({_points(earned)}/"
-             f"{_points(possible)} points)"]  # fmt: skip
+    verdict = doc["verdict"].replace("_", " ")
+    lines = [f"Milestone 07: {verdict}  ({_points(earned)}/{_points(possible)} points)"]
     if doc.get("error"):
         lines.append(f"Not graded: {doc['error']}")
     for kind in ("case", "check"):

@@ -20,6 +20,10 @@ from tinytorch.milestone07.cases import FUNCTIONS
 
 VERDICT_ORDER = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")
 SIDE_BY_SIDE_MAX = 20  # flags shown side by side (all are listed in the table)
+_CASE_INTRO = (
+    "<p>The share of graded students failing each published case: a long bar on one tile size"
+    " or shape names what the class missed.</p>"
+)
 _COLORS = {"PASS": "#2e7d32", "NOT_PASSED": "#c62828", "INCOMPLETE": "#f9a825", "ERROR": "#6a1b9a"}
 
 
@@ -122,7 +126,7 @@ def figures(docs: dict[str, dict[str, Any]], folder: Path, *, part_b: bool) -> d
         for status, color in (("pass", "#2e7d32"), ("fail", "#c62828"), ("incomplete", "#f9a825")):
             vals = [by_fn[fn][status] for fn in FUNCTIONS]
             ax.bar(FUNCTIONS, vals, bottom=bottom, color=color, label=status)
-            bottom = [b + v for b, v in zip(bottom, vals)]
+            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
         ax.set_ylabel("students")
         ax.set_title("Verdicts by function")
         ax.legend()
@@ -216,8 +220,8 @@ def write_report(
         *(f"<p><b>Note:</b> {html.escape(n)}</p>" for n in notes or []),
         "<h2>Pass rate</h2>",
         _img(figs["pass_rate"], "pass rate"),
-        "<h2>Failures per case</h2><p>The share of graded students failing each published "
-        "case: a long bar on one tile size or shape names what the class missed.</p>",
+        "<h2>Failures per case</h2>",
+        _CASE_INTRO,
         _img(figs["case_failures"], "failures per case"),
         "<h2>Most common lessons</h2>",
         _table(["students", "lesson"], [[c, lesson] for lesson, c in lessons])

@@ -67,7 +67,11 @@ def _number(value: Any, where: str, path: Path) -> float:
 
 
 def load_points(path: str | Path | None) -> Points:
-    """Read a TOML (.toml) or JSON (.json) points file; None gives the documented default."""
+    """Read a TOML (.toml) or JSON (.json) points file; None gives the documented default.
+
+    Raises ValueError (bad file or values) or TypeError (a table where a number belongs, or not a
+    table at all), each naming the file and the key.
+    """
     if path is None:
         return Points()
     path = Path(path)
@@ -85,7 +89,7 @@ def load_points(path: str | Path | None) -> Points:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"--points {path}: not valid {path.suffix[1:].upper()}: {exc}") from None
     if not isinstance(raw, dict):
-        raise ValueError(f"--points {path}: expected a table of points")
+        raise TypeError(f"--points {path}: expected a table of points")
     known = {*DEFAULT_POINTS, "cases", "checks"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -95,7 +99,7 @@ def load_points(path: str | Path | None) -> Points:
     for table in ("cases", "checks"):
         entries = raw.get(table, {})
         if not isinstance(entries, dict):
-            raise ValueError(f"--points {path}: [{table}] must be a table of name = points")
+            raise TypeError(f"--points {path}: [{table}] must be a table of name = points")
         overrides.update({n: _number(v, f"{table}.{n}", path) for n, v in entries.items()})
     return Points(**base, overrides=overrides)
 

@@ -92,8 +92,8 @@ def without_starter(tokens: Tokens, starter: Tokens) -> Tokens:
     for m in _blocks(tokens.norm, starter.norm):
         keep[m.a : m.a + m.size] = [False] * m.size
     return Tokens(
-        [t for t, k in zip(tokens.norm, keep) if k],
-        [line for line, k in zip(tokens.lines, keep) if k],
+        [t for t, k in zip(tokens.norm, keep, strict=True) if k],
+        [line for line, k in zip(tokens.lines, keep, strict=True) if k],
         tokens.error,
     )
 

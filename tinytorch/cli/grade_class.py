@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         points = load_points(args.points)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         print(f"tito grade-class: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(args.out)
