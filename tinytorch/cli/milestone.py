@@ -45,6 +45,7 @@ def run_milestone(
     json_path: str | None = None,
     sizes: str = "default",
     out: TextIO | None = None,
+    fmt: str = "json",
 ) -> int:
     """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code."""
     from tinytorch.milestone07 import render_part_a, render_part_b, run_part_a, run_part_b, to_json
@@ -68,6 +69,11 @@ def run_milestone(
         from tinytorch.cli.info import environment
 
         doc = to_json(a, b, environment())
+        if fmt == "prairielearn":  # PrairieLearn's external-grader results.json (issue 11)
+            from tinytorch.classroom.formats import prairielearn_results
+            from tinytorch.classroom.scoring import Points
+
+            doc = prairielearn_results(doc, Points())
         try:
             with open(json_path, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, indent=2)
@@ -135,6 +141,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="MB",
         help="address-space limit of the student's process, in MB",
     )
+    p.add_argument(
+        "--format",
+        choices=("json", "prairielearn"),
+        default="json",
+        help="what --json writes: the milestone's JSON (default) or PrairieLearn's results.json",
+    )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
         "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
@@ -155,6 +167,7 @@ def _run_parsed(args: argparse.Namespace) -> int:
         memory_limit=args.memory_limit,
         json_path=args.json,
         sizes=args.part_b_sizes,
+        fmt=args.format,
     )
 
 
