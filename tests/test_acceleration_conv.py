@@ -308,7 +308,7 @@ def test_gradient_only_where_required_and_inputs_unchanged():
 
 def test_no_graph_when_nothing_requires_grad():
     out = im2col_conv2d(rand((1, 1, 4, 4), 0), rand((1, 1, 3, 3), 1))
-    assert not out.requires_grad and out._ctx is None
+    assert not out.requires_grad and out._grad_fn is None
 
 
 def test_grad_flows_through_a_following_op():

@@ -81,12 +81,11 @@ TAP_LOG: list[str] = []
 class Tap(Function):
     """Identity that records, in TAP_LOG, the order in which backward reaches it."""
 
-    def forward(self, a: np.ndarray, *, name: str) -> np.ndarray:
-        self.save_for_backward(name)
+    def forward(self, a: np.ndarray) -> np.ndarray:
         return a.copy()
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
-        TAP_LOG.append(self.saved[0])
+        TAP_LOG.append(self.name)  # the keyword of apply(..., name=...), kept as an attribute
         return (g,)
 
 
@@ -175,12 +174,11 @@ def test_leaves_without_requires_grad_get_no_gradient():
 class ScaleFirst(Function):
     """c = a * k for a keyword constant k; the second input only rides along (no gradient)."""
 
-    def forward(self, a: np.ndarray, b: np.ndarray, *, k: float) -> np.ndarray:
-        self.save_for_backward(k)
-        return a * np.float32(k) + 0 * b
+    def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a * np.float32(self.k) + 0 * b
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray, None]:
-        return g * np.float32(self.saved[0]), None
+        return g * np.float32(self.k), None
 
 
 class WrongShape(Function):
@@ -213,3 +211,70 @@ def test_backward_argument_errors():
         (x * 2.0).backward()
     with pytest.raises(ValueError, match="gradient"):
         (x * 2.0).backward(np.ones(3))
+
+
+class Record(Function):
+    """Identity on its first input that remembers what forward received."""
+
+    seen: tuple = ()
+
+    def forward(self, *arrays: np.ndarray | None) -> np.ndarray:
+        Record.seen = arrays
+        return arrays[0] * np.float32(1.0)
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray | None, ...]:
+        return (g,) + (None,) * (len(self.inputs) - 1)
+
+
+def test_apply_follows_the_course_convention():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    w = Tensor([3.0, 4.0])
+    out = Record.apply(x, w, None, stride=2, padding=1)
+    # forward got only the arrays (None stays None); the keywords became attributes
+    assert len(Record.seen) == 3 and Record.seen[2] is None
+    assert Record.seen[0] is x.data and Record.seen[1] is w.data
+    node = out._grad_fn
+    assert isinstance(node, Record) and node.inputs == (x, w, None)
+    assert (node.stride, node.padding) == (2, 1)
+    assert not hasattr(out, "_ctx")
+    out.backward(np.ones(2, np.float32))
+    np.testing.assert_array_equal(x.grad, [1.0, 1.0])
+
+
+def test_no_node_is_recorded_without_grad():
+    out = Record.apply(Tensor([1.0]), k=1)
+    assert out._grad_fn is None and not out.requires_grad
+
+
+def test_output_that_aliases_an_input_is_a_copy():
+    x = Tensor([1.0, 2.0, 3.0])
+    y = x.reshape(3, 1)  # Reshape.forward returns a view of x.data
+    y.data[0, 0] = 9.0
+    assert x.data[0] == 1.0
+
+
+class TooFew(Function):
+    def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a + b
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        return (g,)
+
+
+def test_backward_with_the_wrong_number_of_gradients_says_so():
+    a = Tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="returned 1 gradients for 2 inputs"):
+        TooFew.apply(a, Tensor([2.0])).backward(np.ones(1))
+
+
+def test_a_one_input_backward_may_return_the_bare_array():
+    class Double(Function):
+        def forward(self, a: np.ndarray) -> np.ndarray:
+            return a * np.float32(2.0)
+
+        def backward(self, g: np.ndarray) -> np.ndarray:
+            return g * np.float32(2.0)
+
+    a = Tensor([1.0, 5.0], requires_grad=True)
+    Double.apply(a).sum().backward()
+    np.testing.assert_array_equal(a.grad, [2.0, 2.0])

@@ -16,6 +16,7 @@ from tinytorch.milestone07 import run_part_a
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 IM2COL = frozenset({"im2col", "im2col_conv2d"})  # an im2col bug also breaks the convolution
+COL2IM = frozenset({"col2im", "im2col_conv2d"})  # the base's conv backward goes through col2im
 
 
 @dataclass(frozen=True)
@@ -86,20 +87,47 @@ def fused_gelu(x):
     _m("im2col_padding_one_side", IM2COL,
        ("((0, 0), (0, 0), (padding, padding), (padding, padding))", "((0, 0), (0, 0), (0, 2 * padding), (0, 2 * padding))"),
        lesson="Pad both sides"),
-    _m("col2im_assigns", "col2im",
+    _m("col2im_assigns", COL2IM,
        ("dj : dj + stride * ow : stride] += patch", "dj : dj + stride * ow : stride] = patch"),
        lesson="ADD"),
-    _m("col2im_no_crop", "col2im",
+    _m("col2im_no_crop", COL2IM,
        ("return Tensor(xp[:, :, padding : padding + H, padding : padding + W])", "return Tensor(xp)"),
        lesson="crop"),
     _m("conv_bias_dropped", "im2col_conv2d", ("        out = out + _arr(bias)\n", "        pass\n"),
        lesson="bias is missing"),
+    # the backward pass (graded by the "backward" check; the 30 forward cases still pass)
+    _m("grad_x_assigned_not_added", "im2col_conv2d",
+       ("grad_x = col2im(dcols, xd.shape, k, self.stride, self.padding).data",
+        "grad_x = _scatter_assign(dcols, xd.shape, k, self.stride, self.padding)"),
+       append='''
+def _scatter_assign(cols, x_shape, k, stride, padding):
+    N, C, H, W = x_shape
+    oh = (H + 2 * padding - k) // stride + 1
+    ow = (W + 2 * padding - k) // stride + 1
+    c6 = cols.reshape(N, oh, ow, C, k, k)
+    xp = np.zeros((N, C, H + 2 * padding, W + 2 * padding), dtype=np.float32)
+    for di in range(k):
+        for dj in range(k):
+            xp[:, :, di : di + stride * oh : stride, dj : dj + stride * ow : stride] = (
+                c6[:, :, :, :, di, dj].transpose(0, 3, 1, 2)
+            )
+    return xp[:, :, padding : padding + H, padding : padding + W]
+''', lesson="scatter-ADD through col2im"),
+    _m("grad_w_transposed", "im2col_conv2d",
+       ("grad_w = (g2.T @ self.saved_cols)", "grad_w = (self.saved_cols.T @ g2)"),
+       lesson="grad weight is wrong"),
+    _m("grad_w_halved", "im2col_conv2d",
+       ("grad_w = (g2.T @ self.saved_cols)", "grad_w = 0.5 * (g2.T @ self.saved_cols)"),
+       lesson="0.5 times the right one"),
+    _m("grad_bias_missing", "im2col_conv2d",
+       ("grad_b = g2.sum(axis=0) if self.inputs[2] is not None else None", "grad_b = None"),
+       lesson="grad bias is missing"),
     # untrusted behaviour, each a named failure rather than a traceback
     _m("matmul_returns_ndarray", "tiled_matmul", ("    return Tensor(C)\n", "    return C\n"),
        lesson="Tensor(result)"),
     _m("conv_raises", "im2col_conv2d", ("    Wt = _arr(weight)\n", "    Wt = _arr(weight)\n    raise ValueError('oops')\n"),
        lesson="ValueError: oops"),
-    _m("col2im_wrong_shape", "col2im",
+    _m("col2im_wrong_shape", COL2IM,
        ("    G = _arr(cols)\n", "    G = _arr(cols)\n    return Tensor(G)\n"), lesson="wrong shape"),
 ]  # fmt: skip
 

@@ -171,9 +171,34 @@ def test_data_is_float32_with_the_input_shape(data):
     assert t.grad is None
 
 
-def test_tensor_of_tensor_shares_data():
-    a = Tensor([1.0, 2.0])
-    assert Tensor(a).data is a.data
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.array([1.0, 2.0], dtype=np.float32),  # float32: no dtype conversion needed
+        lambda: np.array([1.0, 2.0]),  # float64
+        lambda: Tensor([1.0, 2.0]),  # another Tensor
+        lambda: np.arange(4, dtype=np.float32)[::2],  # a strided view
+    ],
+    ids=["float32", "float64", "tensor", "view"],
+)
+def test_tensor_always_copies_its_data(make):
+    # As in the course: in-place work on Tensor(x).data never reaches x.
+    source = make()
+    before = np.array(source, dtype=np.float32, copy=True)
+    t = Tensor(source)
+    t.data += 100.0
+    np.testing.assert_array_equal(np.asarray(source, dtype=np.float32), before)
+    assert not np.shares_memory(t.data, np.asarray(source))
+
+
+def test_wrap_is_the_explicit_view():
+    arr = np.ones(3, dtype=np.float32)
+    t = Tensor.wrap(arr, requires_grad=True)
+    assert t.data is arr and t.requires_grad and t._grad_fn is None
+    with pytest.raises(TypeError, match="float32 ndarray"):
+        Tensor.wrap(np.ones(3))  # float64 would need a conversion, so it is refused
+    with pytest.raises(TypeError, match="float32 ndarray"):
+        Tensor.wrap([1.0])
 
 
 def test_ndarray_on_the_left_builds_a_tensor():

@@ -6,6 +6,7 @@ so keep every line the mutants target unique (each function uses its own variabl
 
 import numpy as np
 
+from tinytorch.core.autograd import Function
 from tinytorch.core.tensor import Tensor
 
 
@@ -50,17 +51,37 @@ def im2col(x, kernel_size, stride=1, padding=0):
     return Tensor(cols.reshape(N * oh * ow, C * k * k))
 
 
+class ConvFunction(Function):
+    """The course's convention: apply(x, w, b, stride=, padding=) sets self.stride/self.padding."""
+
+    def forward(self, xd, wd, bias):
+        F, _, k, _ = wd.shape
+        N, _, H, W = xd.shape
+        oh = (H + 2 * self.padding - k) // self.stride + 1
+        ow = (W + 2 * self.padding - k) // self.stride + 1
+        cols = im2col(xd, k, self.stride, self.padding).data
+        out = cols @ wd.reshape(F, -1).T
+        if bias is not None:
+            out = out + _arr(bias)
+        self.saved_cols = cols
+        return out.reshape(N, oh, ow, F).transpose(0, 3, 1, 2)
+
+    def backward(self, grad_out):
+        xd, wd = self.inputs[0].data, self.inputs[1].data
+        F, _, k, _ = wd.shape
+        g2 = grad_out.transpose(0, 2, 3, 1).reshape(-1, F)
+        grad_w = (g2.T @ self.saved_cols).reshape(wd.shape)
+        dcols = g2 @ wd.reshape(F, -1)
+        grad_x = col2im(dcols, xd.shape, k, self.stride, self.padding).data
+        grad_b = g2.sum(axis=0) if self.inputs[2] is not None else None
+        return grad_x, grad_w, grad_b
+
+
 def im2col_conv2d(x, weight, bias=None, stride=1, padding=0):
     Wt = _arr(weight)
-    F, _, k, _ = Wt.shape
-    N, _, H, W = _arr(x).shape
-    oh = (H + 2 * padding - k) // stride + 1
-    ow = (W + 2 * padding - k) // stride + 1
-    cols = im2col(x, k, stride, padding).data
-    out = cols @ Wt.reshape(F, -1).T
-    if bias is not None:
-        out = out + _arr(bias)
-    return Tensor(out.reshape(N, oh, ow, F).transpose(0, 3, 1, 2))
+    if Wt.ndim != 4:
+        raise ValueError("weight must be (F, C, k, k)")
+    return ConvFunction.apply(x, weight, bias, stride=stride, padding=padding)
 
 
 def col2im(cols, x_shape, kernel_size, stride=1, padding=0):

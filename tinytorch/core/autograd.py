@@ -41,16 +41,23 @@ def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 class Function:
-    """Base class of an autograd node. Subclasses implement `forward` and `backward`."""
+    """Base class of an autograd node. Subclasses implement `forward` and `backward`.
+
+    The course's convention: `apply(*inputs, **params)` makes the node, keeps the input Tensors
+    in `self.inputs` and each keyword as an attribute (`self.stride`, ...), then calls
+    `forward(*arrays)` with only the inputs' data. `backward(grad_output)` returns one gradient
+    (or None) per input, in the order of `self.inputs`. A None input (an absent bias) stays None
+    in `self.inputs` and reaches `forward` as None.
+    """
 
     def __init__(self) -> None:
-        self.inputs: tuple[Tensor, ...] = ()
+        self.inputs: tuple[Tensor | None, ...] = ()
         self.saved: tuple[Any, ...] = ()
 
     def save_for_backward(self, *values: Any) -> None:
         self.saved = values
 
-    def forward(self, *arrays: np.ndarray, **params: Any) -> np.ndarray:
+    def forward(self, *arrays: np.ndarray | None) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
     def backward(self, grad_output: np.ndarray) -> tuple[np.ndarray | None, ...]:
@@ -58,17 +65,26 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs: Any, **params: Any) -> Tensor:
-        """Run forward on the inputs' data; record the node when any input requires grad."""
+        """Run forward on the inputs' data; record the node as `_grad_fn` when one requires grad."""
         from tinytorch.core.tensor import Tensor
 
-        tensors = tuple(x if isinstance(x, Tensor) else Tensor(x) for x in inputs)
+        tensors = tuple(x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs)
         fn = cls()
-        out_data = fn.forward(*(t.data for t in tensors), **params)
-        needs_grad = _grad_enabled and any(t.requires_grad for t in tensors)
-        out = Tensor(out_data, requires_grad=needs_grad)
+        fn.inputs = tensors
+        for name, value in params.items():
+            setattr(fn, name, value)
+        arrays = tuple(None if t is None else t.data for t in tensors)
+        out_data = np.asarray(fn.forward(*arrays))
+        needs_grad = _grad_enabled and any(t is not None and t.requires_grad for t in tensors)
+        # A fresh float32 result becomes the output as it is; one that aliases an input (a
+        # reshape view, the input itself) is copied, as Tensor(data) always copies.
+        fresh = out_data.dtype == np.float32 and not any(
+            a is not None and np.may_share_memory(out_data, a) for a in arrays
+        )
+        out = Tensor.wrap(out_data) if fresh else Tensor(out_data)
+        out.requires_grad = needs_grad
         if needs_grad:
-            fn.inputs = tensors
-            out._ctx = fn
+            out._grad_fn = fn
         return out
 
 
@@ -86,9 +102,9 @@ def _topological_order(root: Tensor) -> list[Tensor]:
             continue
         visited.add(id(node))
         stack.append((node, True))
-        if node._ctx is not None:
-            for parent in node._ctx.inputs:
-                if id(parent) not in visited:
+        if node._grad_fn is not None:
+            for parent in node._grad_fn.inputs:
+                if parent is not None and id(parent) not in visited:
                     stack.append((parent, False))
     order.reverse()  # root first, leaves last
     return order
@@ -101,18 +117,27 @@ def backward_pass(root: Tensor, grad: np.ndarray) -> None:
         g = grads.pop(id(node), None)
         if g is None:
             continue
-        if node._ctx is None:
+        if node._grad_fn is None:
             if node.requires_grad:
                 g = g.astype(np.float32, copy=False)
                 node.grad = g.copy() if node.grad is None else node.grad + g
             continue
-        parent_grads = node._ctx.backward(g)
-        for parent, pg in zip(node._ctx.inputs, parent_grads, strict=True):
-            if pg is None or not parent.requires_grad:
+        fn = node._grad_fn
+        parent_grads = fn.backward(g)
+        if parent_grads is None or isinstance(parent_grads, np.ndarray):
+            parent_grads = (parent_grads,)  # a one-input node may return its gradient alone
+        if len(parent_grads) != len(fn.inputs):
+            raise RuntimeError(
+                f"{type(fn).__name__}.backward returned {len(parent_grads)} gradients for "
+                f"{len(fn.inputs)} inputs: return one gradient (or None) per input"
+            )
+        for parent, pg in zip(fn.inputs, parent_grads, strict=True):
+            pg = None if pg is None else np.asarray(pg)  # a Tensor gradient counts by its data
+            if pg is None or parent is None or not parent.requires_grad:
                 continue
             if pg.shape != parent.shape:
                 raise RuntimeError(
-                    f"{type(node._ctx).__name__}.backward returned a gradient of shape {pg.shape} "
+                    f"{type(fn).__name__}.backward returned a gradient of shape {pg.shape} "
                     f"for an input of shape {parent.shape}"
                 )
             key = id(parent)

@@ -1,6 +1,7 @@
 """Module 06: the differentiable operations behind Tensor's operators.
 
-Each op is a `Function`: forward on float32 ndarrays, backward by the chain rule. Binary ops
+Each op is a `Function`: forward on float32 ndarrays, backward by the chain rule. Parameters
+(an exponent, an axis) come in as keywords of `apply` and live on the node as attributes. Binary ops
 broadcast like NumPy, so their backward sums the gradient back over the broadcast axes.
 """
 
@@ -72,9 +73,11 @@ class Neg(Function):
 class Pow(Function):
     """c = a ** p for a constant exponent p."""
 
-    def forward(self, a: np.ndarray, *, exponent: float) -> np.ndarray:
-        self.save_for_backward(a, exponent)
-        return np.power(a, np.float32(exponent))
+    exponent: float  # set by apply(a, exponent=p)
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a, self.exponent)
+        return np.power(a, np.float32(self.exponent))
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
         a, p = self.saved
@@ -113,9 +116,12 @@ class MatMul(Function):
 class Sum(Function):
     """c = a.sum(axis, keepdims)"""
 
-    def forward(self, a: np.ndarray, *, axis: int | tuple[int, ...] | None, keepdims: bool):
-        self.save_for_backward(a.shape, axis, keepdims)
-        return np.asarray(a.sum(axis=axis, keepdims=keepdims))
+    axis: int | tuple[int, ...] | None = None  # apply(a, axis=..., keepdims=...)
+    keepdims: bool = False
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a.shape, self.axis, self.keepdims)
+        return np.asarray(a.sum(axis=self.axis, keepdims=self.keepdims))
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
         shape, axis, keepdims = self.saved
@@ -128,9 +134,11 @@ class Sum(Function):
 class Reshape(Function):
     """c = a.reshape(shape)"""
 
-    def forward(self, a: np.ndarray, *, shape: tuple[int, ...]) -> np.ndarray:
+    shape: tuple[int, ...]  # set by apply(a, shape=...)
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
         self.save_for_backward(a.shape)
-        return a.reshape(shape)
+        return a.reshape(self.shape)
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
         (shape,) = self.saved
@@ -140,8 +148,10 @@ class Reshape(Function):
 class Transpose(Function):
     """c = a.transpose(axes); the backward applies the inverse permutation."""
 
-    def forward(self, a: np.ndarray, *, axes: tuple[int, ...] | None) -> np.ndarray:
-        axes = tuple(reversed(range(a.ndim))) if axes is None else axes
+    axes: tuple[int, ...] | None = None  # apply(a, axes=...); None reverses them all
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        axes = tuple(reversed(range(a.ndim))) if self.axes is None else self.axes
         # Normalise negative axes: argsort of (-1, 0) would not invert the permutation (1, 0).
         axes = tuple(ax % a.ndim for ax in axes) if a.ndim else axes
         self.save_for_backward(axes)

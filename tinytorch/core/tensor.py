@@ -16,9 +16,9 @@ ArrayLike = Any  # anything np.asarray turns into a real-valued array
 
 
 def _to_float32(data: ArrayLike, name: str = "data") -> np.ndarray:
-    """Convert `data` to a float32 ndarray, or raise an error that says what was expected."""
+    """A new float32 ndarray holding `data`, or an error that says what was expected."""
     if isinstance(data, Tensor):
-        return data.data
+        return data.data.copy()
     if isinstance(data, (str, bytes)):
         raise TypeError(
             f"Tensor({name}=...): expected numbers or an array, got a {type(data).__name__}"
@@ -36,7 +36,8 @@ def _to_float32(data: ArrayLike, name: str = "data") -> np.ndarray:
         )
     if arr.dtype.kind == "c":
         raise TypeError(f"Tensor({name}=...): complex numbers are not supported")
-    return arr.astype(np.float32, copy=False)
+    # Always a copy (as in the course): the Tensor never shares memory with what it was made of.
+    return np.array(arr, dtype=np.float32, copy=True, order="K", subok=False)
 
 
 class Tensor:
@@ -45,10 +46,25 @@ class Tensor:
     __array_priority__ = 1000  # make ndarray + Tensor defer to Tensor.__radd__
 
     def __init__(self, data: ArrayLike, requires_grad: bool = False) -> None:
+        """Copy `data` (a Tensor, an ndarray, nested lists, a number) into a new float32 array."""
         self.data: np.ndarray = _to_float32(data)
         self.requires_grad: bool = bool(requires_grad)
         self.grad: np.ndarray | None = None
-        self._ctx: Function | None = None
+        self._grad_fn: Function | None = None
+
+    @classmethod
+    def wrap(cls, array: np.ndarray, requires_grad: bool = False) -> Tensor:
+        """A Tensor whose `.data` IS `array`, shared, not copied: the explicit view path.
+
+        For our own code only (autograd outputs, the grader's sandbox and audit): `array` must
+        already be a float32 ndarray (an ndarray subclass stays that subclass).
+        """
+        if not isinstance(array, np.ndarray) or array.dtype != np.float32:
+            what = type(array).__name__ if not isinstance(array, np.ndarray) else array.dtype
+            raise TypeError(f"Tensor.wrap(array=...): expected a float32 ndarray, got {what}")
+        t = cls.__new__(cls)
+        t.data, t.requires_grad, t.grad, t._grad_fn = array, bool(requires_grad), None, None
+        return t
 
     # ---- array-like basics ----------------------------------------------------------------
     @property
@@ -88,7 +104,8 @@ class Tensor:
         return f"Tensor({np.array2string(self.data, precision=4, threshold=20)}, shape={self.shape}{grad})"
 
     def detach(self) -> Tensor:
-        return Tensor(self.data)
+        """The same data, shared, outside the graph."""
+        return Tensor.wrap(self.data)
 
     # ---- autograd -------------------------------------------------------------------------
     def backward(self, gradient: ArrayLike | None = None) -> None:
@@ -102,7 +119,7 @@ class Tensor:
                 )
             grad = np.ones(self.shape, dtype=np.float32)
         else:
-            grad = _to_float32(gradient, "gradient")
+            grad = _to_float32(gradient, "gradient")  # a copy: the caller's array stays theirs
             if grad.shape != self.shape:
                 raise ValueError(
                     f"backward(gradient=...): expected shape {self.shape}, got {grad.shape}"

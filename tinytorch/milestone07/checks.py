@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinytorch.milestone07.audit import block_dims
+from tinytorch.milestone07.backward import backward_check
 from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_gelu, ref_im2col
@@ -167,6 +168,7 @@ CHECKS = (  # (name, the function it examines, check)
     ("im2col layout", "im2col", im2col_layout),
     ("col2im coverage", "col2im", col2im_coverage),
     ("dtype and finiteness", "fused_gelu", gelu_extremes),
+    ("backward", "im2col_conv2d", backward_check),
 )
 
 

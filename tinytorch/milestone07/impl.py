@@ -1,4 +1,7 @@
-"""Finding and importing the student's Module 17: a module name or a path to a .py file.
+"""Finding and importing the student's Module 17: a module name, a .py file, or a notebook.
+
+A .ipynb or a jupytext percent .py with nbdev `#| export` markers is graded by its exported cells
+only (see `submission.py`); the other cells never run.
 
 Runs inside the child process (student code is untrusted); the parent only sees `LoadInfo`.
 """
@@ -13,14 +16,15 @@ import traceback
 from types import ModuleType
 from typing import Any
 
+from tinytorch.milestone07 import submission
 from tinytorch.milestone07.cases import FUNCTIONS
 
 DEFAULT_IMPL = "tinytorch.perf.acceleration"
 
 
 def is_path(impl: str) -> bool:
-    """A path (has a separator or ends in .py) rather than a dotted module name."""
-    return impl.endswith(".py") or os.sep in impl or "/" in impl
+    """A path (has a separator or ends in .py/.ipynb) rather than a dotted module name."""
+    return impl.endswith((".py", ".ipynb")) or os.sep in impl or "/" in impl
 
 
 def describe(impl: str) -> str:
@@ -35,10 +39,16 @@ def import_impl(impl: str) -> ModuleType:
     if not os.path.isfile(path):
         raise ModuleNotFoundError(f"no such file: {path}", name=path)
     name = "_m07_student_" + os.path.splitext(os.path.basename(path))[0]
+    sys.path.insert(0, os.path.dirname(path))  # so the file can import its siblings
+    if submission.is_notebook_like(path):  # only the exported cells become the module
+        module = ModuleType(name)
+        module.__file__ = path
+        sys.modules[name] = module
+        exec(compile(submission.exported_source(path), path, "exec"), module.__dict__)  # noqa: S102
+        return module
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ModuleNotFoundError(f"cannot import {path} as a Python module", name=path)
-    sys.path.insert(0, os.path.dirname(path))  # so the file can import its siblings
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -71,12 +81,25 @@ def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
         info.update(status="import_error", error=_format(exc))
         return None, info
     info["file"] = getattr(module, "__file__", "") or ""
+    info["stubs"] = _stubs(info["file"])
     for name in FUNCTIONS:
         fn = getattr(module, name, None)
         info["functions"][name] = (
             "missing" if fn is None else "ok" if callable(fn) else "not callable"
         )
     return module, info
+
+
+def _stubs(file: str) -> list[str]:
+    """The places ("im2col", "Class.method") of the graded source that are still stubs."""
+    from tinytorch.release import stub_places
+
+    if not file.endswith((".py", ".ipynb")) or not os.path.isfile(file):
+        return []
+    try:
+        return stub_places(submission.exported_source(file))
+    except (OSError, ImportError):
+        return []
 
 
 def _format(exc: BaseException) -> str:

@@ -87,6 +87,37 @@ def ref_conv2d(
     return out
 
 
+def ref_conv2d_grads(
+    x: np.ndarray,
+    weight: np.ndarray,
+    with_bias: bool,
+    grad: np.ndarray,
+    stride: int,
+    padding: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(grad x, grad weight, grad bias or None) of sum(conv2d(x, weight, bias) * grad), float64.
+
+    One window at a time: each output position (i, j) adds grad[:, :, i, j] times the weights
+    into its window of grad x (scatter-add), and times its window of x into grad weight.
+    """
+    _, _, h, w = x.shape
+    kh, kw = weight.shape[2:]
+    oh, ow = grad.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    wt, g = weight.astype(np.float64), grad.astype(np.float64)
+    gxp = np.zeros_like(xp)  # (N, C, Hp, Wp)
+    gw = np.zeros_like(wt)  # (F, C, kh, kw)
+    for i in range(oh):
+        for j in range(ow):
+            rows = slice(i * stride, i * stride + kh)
+            cols = slice(j * stride, j * stride + kw)
+            gij = g[:, :, i, j]  # (N, F)
+            gxp[:, :, rows, cols] += np.einsum("nf,fckl->nckl", gij, wt)
+            gw += np.einsum("nf,nckl->fckl", gij, xp[:, :, rows, cols])
+    gx = gxp[:, :, padding : padding + h, padding : padding + w]
+    return gx, gw, (g.sum(axis=(0, 2, 3)) if with_bias else None)
+
+
 def case_rng(case_name: str, seed: int) -> np.random.Generator:
     """A generator that depends only on (seed, case name), so any subset of cases draws the same data."""
     return np.random.default_rng([seed, zlib.crc32(case_name.encode())])

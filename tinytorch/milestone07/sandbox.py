@@ -57,16 +57,43 @@ def _student_frame(exc: BaseException) -> str:
     return ""
 
 
+def _stub_place(exc: BaseException, module: Any) -> str:
+    """The qualname of the innermost frame of `exc` in the student's file ("" if none)."""
+    own = os.path.abspath(getattr(module, "__file__", "") or "")
+    place, tb = "", exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if os.path.abspath(code.co_filename) == own:
+            place = getattr(code, "co_qualname", code.co_name)
+        tb = tb.tb_next
+    return place
+
+
+def _not_implemented(exc: BaseException, module: Any, phase: str) -> dict[str, Any]:
+    return {
+        "status": "not_implemented",
+        "error": f"NotImplementedError: {exc}",
+        "stub": _stub_place(exc, module),
+        "phase": phase,
+    }
+
+
 def _call(module: Any, req: dict[str, Any]) -> dict[str, Any]:
-    """Call module.<fn>(*args, **kwargs) with ndarrays wrapped as Tensors; report, never raise."""
+    """Call module.<fn>(*args, **kwargs) with ndarrays wrapped as Tensors; report, never raise.
+
+    With req["grad"] (an ndarray shaped like the output), the array arguments require grad and
+    `out.backward(grad)` runs after the call; the reply's "grads" holds each argument's `.grad`.
+    """
     from tinytorch.core.tensor import Tensor
     from tinytorch.milestone07 import audit
 
     audited = bool(req.get("audit"))
+    grad = req.get("grad")
     args, watched = [], []  # watched: (arg index, the array handed over, a pristine copy)
     for i, value in enumerate(req["args"]):
         if isinstance(value, np.ndarray):
-            t = Tensor(value)
+            wrap = Tensor.wrap if value.dtype == np.float32 else Tensor  # ours: no copy needed
+            t = wrap(value, requires_grad=grad is not None)
             if audited:
                 t.data = t.data.view(audit.AuditArray)
             watched.append((i, t.data, t.data.copy()))
@@ -85,7 +112,7 @@ def _call(module: Any, req: dict[str, Any]) -> dict[str, Any]:
         ):
             out = fn(*args, **req.get("kwargs", {}))
     except NotImplementedError as exc:
-        return {"status": "not_implemented", "error": f"NotImplementedError: {exc}"}
+        return _not_implemented(exc, module, "forward")
     except BaseException as exc:  # noqa: BLE001 (untrusted code may raise even SystemExit)
         return {
             "status": "raised",
@@ -106,7 +133,30 @@ def _call(module: Any, req: dict[str, Any]) -> dict[str, Any]:
         reply.update(status="not_tensor", type=kind.replace("builtins.", ""))
         return reply
     reply.update(status="ok", output=np.array(data, copy=True, subok=False))
+    if grad is not None:
+        reply.update(_backward(module, out, grad, args))
     return reply
+
+
+def _backward(module: Any, out: Any, grad: np.ndarray, args: list[Any]) -> dict[str, Any]:
+    """Run out.backward(grad) and collect each argument's gradient (None where it has none)."""
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), np.errstate(all="ignore"):
+            out.backward(grad)
+    except NotImplementedError as exc:
+        return _not_implemented(exc, module, "backward")
+    except BaseException as exc:  # noqa: BLE001 (the student's backward is untrusted too)
+        return {
+            "status": "raised",
+            "phase": "backward",
+            "error": f"in backward: {type(exc).__name__}: {exc}{_student_frame(exc)}",
+        }
+    grads = []
+    for a in args:
+        g = getattr(a, "grad", None) if hasattr(a, "requires_grad") else None
+        grads.append(None if g is None else np.array(g, copy=True, subok=False))
+    return {"grads": grads}
 
 
 def _task(module: Any, req: dict[str, Any]) -> dict[str, Any]:

@@ -28,8 +28,10 @@ def _window(xp: np.ndarray, g: ConvGeometry, p: int, q: int) -> tuple[slice, ...
 class Conv2dFunction(Function):
     """Direct convolution; backward scatters through the same windows."""
 
-    def forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, *, geom: ConvGeometry):
-        g = geom
+    geom: ConvGeometry  # set by apply(x, weight, bias, geom=...)
+
+    def forward(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        g = self.geom
         pad = g.padding
         xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else x  # (N, C, Hp, Wp)
         out = np.zeros((g.n, weight.shape[0], g.oh, g.ow), dtype=np.float32)  # (N, O, oh, ow)

@@ -1,15 +1,24 @@
 """Module 17: acceleration kernels in NumPy, graded by Milestone 07.
 
-    tiled_matmul   C = A @ B, computed tile by tile (the loop nest every fast GEMM is built on)
-    fused_gelu     GELU (tanh approximation) in a few in-place passes over one buffer
-    im2col         (N, C, H, W) -> (N*oh*ow, C*kh*kw): every receptive field becomes one row
-    col2im         the adjoint of im2col: scatter-add each row back to the pixels it came from
-    im2col_conv2d  conv = im2col, then one matrix multiply with weight.reshape(O, -1)
+    vectorized_matmul     C = A @ B for batched, broadcast operands, in one call (like np.matmul)
+    tiled_matmul          C = A @ B, computed tile by tile (the loop nest every fast GEMM is built on)
+    unfused_gelu          GELU, one NumPy operation at a time: nine passes, eight temporaries
+    fused_gelu            GELU (tanh approximation) in nine in-place passes over two buffers
+    im2col                (N, C, H, W) -> (N*oh*ow, C*kh*kw): every receptive field becomes one row
+    col2im                the adjoint of im2col: scatter-add each row back to the pixels it came from
+    Im2colConv2dFunction  the autograd node of the convolution: im2col + GEMM, backward via col2im
+    im2col_conv2d         conv = im2col, then one matrix multiply with weight.reshape(O, -1)
+
+The course's import works as written:
+
+    from tinytorch.perf.acceleration import vectorized_matmul, fused_gelu, tiled_matmul, im2col, col2im, Im2colConv2dFunction
 
 Each function accepts Tensors or array-likes and returns a float32 Tensor; inputs are never
 modified. Code between `### BEGIN SOLUTION` and `### END SOLUTION` is what the student edition
 (`tito release 17`) replaces with `raise NotImplementedError`; argument checking stays outside
-those regions so that the student edition still rejects bad input with a clear error.
+those regions so that the student edition still rejects bad input with a clear error. Every public
+function (and each method of Im2colConv2dFunction) holds its own region, so the student edition's
+stubs sit exactly where the student writes, and no private helper hides one.
 """
 
 from __future__ import annotations
@@ -22,9 +31,18 @@ import numpy as np
 
 from tinytorch.core.autograd import Function
 from tinytorch.core.tensor import Tensor
-from tinytorch.nn.geometry import ConvGeometry, conv_geometry
+from tinytorch.nn.geometry import conv_geometry
 
-__all__ = ["col2im", "fused_gelu", "im2col", "im2col_conv2d", "tiled_matmul"]
+__all__ = [
+    "Im2colConv2dFunction",
+    "col2im",
+    "fused_gelu",
+    "im2col",
+    "im2col_conv2d",
+    "tiled_matmul",
+    "unfused_gelu",
+    "vectorized_matmul",
+]
 
 ArrayLike = Any  # a Tensor or anything np.asarray turns into a real-valued array
 
@@ -37,6 +55,48 @@ def _as_float32(value: ArrayLike, name: str, where: str) -> np.ndarray:
         return Tensor(value).data
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{where}: {name} could not be read as a float32 array ({exc})") from None
+
+
+# --------------------------------------------------------------------------------------------
+# vectorized_matmul
+# --------------------------------------------------------------------------------------------
+
+
+def _check_vectorized(a: np.ndarray, b: np.ndarray) -> None:
+    where = "vectorized_matmul"
+    for name, arr in (("a", a), ("b", b)):
+        if arr.ndim == 0:
+            raise ValueError(f"{where}: {name} must have at least 1 dimension, got a scalar")
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if k_a != k_b:
+        raise ValueError(
+            f"{where}: inner dimensions differ: a is {a.shape} and b is {b.shape} "
+            f"(a.shape[-1] must equal b.shape[-2], or b.shape[0] for a 1-D b)"
+        )
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # batch axes, () for 1-D and 2-D
+    except ValueError:
+        raise ValueError(
+            f"{where}: batch dimensions do not broadcast: a is {a.shape} and b is {b.shape} "
+            f"(batch axes {a.shape[:-2]} and {b.shape[:-2]})"
+        ) from None
+
+
+def vectorized_matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
+    """C = A @ B with NumPy's rules: (..., M, K) @ (..., K, N) -> (..., M, N), batch axes broadcast.
+
+    A 1-D a is a row (K,) and a 1-D b a column (K,); that axis is dropped from the result, as in
+    np.matmul. One call into the BLAS (per batch element) instead of Python loops: the baseline
+    every hand-written kernel of this module is measured against.
+    """
+    a_ = _as_float32(a, "a", "vectorized_matmul")
+    b_ = _as_float32(b, "b", "vectorized_matmul")
+    _check_vectorized(a_, b_)
+    ### BEGIN SOLUTION
+    # HINT: one np.matmul of the two arrays does it: batching and broadcasting included
+    return Tensor.wrap(np.asarray(np.matmul(a_, b_), dtype=np.float32))  # (..., M, N)
+    ### END SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
@@ -56,7 +116,7 @@ def _check_matmul(a: np.ndarray, b: np.ndarray, tile_size: object) -> int:
             f"(a.shape[1] must equal b.shape[0])"
         )
     if isinstance(tile_size, bool) or not isinstance(tile_size, Integral):
-        raise TypeError(
+        raise ValueError(  # noqa: TRY004 (the course's type for a non-integer tile_size)
             f"{where}: tile_size must be a positive int, got {type(tile_size).__name__} "
             f"{tile_size!r}"
         )
@@ -102,7 +162,7 @@ def tiled_matmul(a: ArrayLike, b: ArrayLike, tile_size: int = 64) -> Tensor:
                 else:
                     np.matmul(a_tile, b_tile, out=buf)
                     c_tile += buf  # accumulate: the k-tiles sum into the same output tile
-    return Tensor(c)
+    return Tensor.wrap(c)  # c is ours: no copy
     ### END SOLUTION
 
 
@@ -116,6 +176,27 @@ _GELU_C = 0.044715
 # argument of the cubic keeps t*t*t and exp() far from overflow for every finite float32.
 _GELU_HI = 10.0  # exp(2u(10)) = 8.3e37 < float32 max, and sigmoid(2u(10)) rounds to 1
 _GELU_LO = -20.0  # exp(2u(-20)) underflows to exactly 0, so gelu(x) = x * 0 for x <= -20
+
+
+def unfused_gelu(x: ArrayLike) -> Tensor:
+    """gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), one NumPy operation at a time.
+
+    The version the fusion lesson starts from: nine elementwise operations, each a full pass over
+    memory that reads its operands and writes a new temporary array (eight temporaries). Right,
+    and finite for every finite float32 (x^3 may overflow to inf, where tanh saturates to +-1),
+    but memory-bound: compare its GB/s with fused_gelu and with the C++ kernel (one pass).
+    """
+    xs = _as_float32(x, "x", "unfused_gelu")
+    ### BEGIN SOLUTION
+    # HINT: write the formula as it reads: x * x * x, times 0.044715, plus x, ... np.tanh
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        cube = xs * xs * xs  # passes 1-2
+        inner = xs + np.float32(_GELU_C) * cube  # passes 3-4
+        u = np.float32(_SQRT_2_OVER_PI) * inner  # pass 5
+        th = np.tanh(u)  # pass 6
+        y = np.float32(0.5) * xs * (np.float32(1.0) + th)  # passes 7-9
+    return Tensor.wrap(np.asarray(y, dtype=np.float32))
+    ### END SOLUTION
 
 
 def fused_gelu(x: ArrayLike) -> Tensor:
@@ -148,34 +229,13 @@ def fused_gelu(x: ArrayLike) -> Tensor:
         np.add(y, 1.0, out=t)  # 1 + e (the clipped copy is no longer needed)
         y /= t  # sigmoid(2u) = e / (1 + e)
         y *= xs  # gelu = x sigmoid(2u)
-    return Tensor(y)
+    return Tensor.wrap(y)  # y is ours: no copy
     ### END SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
 # im2col / col2im
 # --------------------------------------------------------------------------------------------
-
-
-def _pad(x: np.ndarray, p: int) -> np.ndarray:
-    """Zero-pad the two spatial axes of (N, C, H, W) by p on every side."""
-    return np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))) if p else x
-
-
-def _patches(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """Every receptive field, as a C-contiguous (N, C*kh*kw, oh*ow) array; one gather pass."""
-    ### BEGIN SOLUTION
-    # HINT: sliding_window_view of the padded input, step by stride, then reorder the axes
-    xp = _pad(x, g.padding)  # (N, C, Hp, Wp)
-    win = np.lib.stride_tricks.sliding_window_view(xp, (g.kh, g.kw), axis=(2, 3))
-    s = g.stride
-    win = win[:, :, : s * (g.oh - 1) + 1 : s, : s * (g.ow - 1) + 1 : s]  # (N, C, oh, ow, kh, kw)
-    patches = np.empty((g.n, g.c, g.kh, g.kw, g.oh, g.ow), dtype=np.float32)
-    # The buffer's fastest axis is ow, so the copy's inner loop is long (ow) on both sides
-    # instead of kw (often 3).
-    np.copyto(patches, win.transpose(0, 1, 4, 5, 2, 3))
-    return patches.reshape(g.n, g.c * g.kh * g.kw, g.oh * g.ow)
-    ### END SOLUTION
 
 
 def im2col(
@@ -188,28 +248,20 @@ def im2col(
 
     Returns (N*oh*ow, C*kh*kw): one row per output position (image, out row, out col), one column
     per (channel, kernel row, kernel col), so `cols @ weight.reshape(O, -1).T` is the convolution.
+    One gather pass: a strided window view of the padded input, copied once into the rows.
     """
     xs = _as_float32(x, "x", "im2col")
     g = conv_geometry(xs.shape, kernel_size, stride, padding, where="im2col")
-    patches = _patches(xs, g)  # (N, C*kh*kw, oh*ow)
-    return Tensor(patches.transpose(0, 2, 1).reshape(g.n * g.oh * g.ow, -1))
-
-
-def _fold(patches: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """The adjoint of `_patches`: (N, C*kh*kw, oh*ow) -> (N, C, H, W), overlaps summed."""
     ### BEGIN SOLUTION
-    # HINT: for each kernel offset (p, q), += its (N, C, oh, ow) slab into a strided window of a
-    # zero padded image, then crop the padding
+    # HINT: pad H and W, take sliding_window_view(xpad, (kh, kw), axis=(2, 3)) stepped by
+    # stride, reorder its axes to (N, oh, ow, C, kh, kw) and reshape to (N*oh*ow, C*kh*kw)
     pad, s = g.padding, g.stride
-    p6 = patches.reshape(g.n, g.c, g.kh, g.kw, g.oh, g.ow)  # a view for any layout of the rows
-    xp = np.zeros((g.n, g.c, g.h + 2 * pad, g.w + 2 * pad), dtype=np.float32)  # (N, C, Hp, Wp)
-    for p in range(g.kh):
-        for q in range(g.kw):
-            # One kernel offset hits each pixel at most once, so a sliced += is a correct
-            # scatter-add; overlaps between offsets accumulate across iterations.
-            window = xp[:, :, p : p + s * (g.oh - 1) + 1 : s, q : q + s * (g.ow - 1) + 1 : s]
-            window += p6[:, :, p, q]  # (N, C, oh, ow)
-    return np.ascontiguousarray(xp[:, :, pad : pad + g.h, pad : pad + g.w])
+    xp = np.pad(xs, ((0, 0), (0, 0), (pad, pad), (pad, pad))) if pad else xs  # (N, C, Hp, Wp)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (g.kh, g.kw), axis=(2, 3))
+    win = win[:, :, : s * (g.oh - 1) + 1 : s, : s * (g.ow - 1) + 1 : s]  # (N, C, oh, ow, kh, kw)
+    cols = np.empty((g.n, g.oh, g.ow, g.c, g.kh, g.kw), dtype=np.float32)
+    np.copyto(cols, win.transpose(0, 2, 3, 1, 4, 5))  # the one gather pass
+    return Tensor.wrap(cols.reshape(g.n * g.oh * g.ow, g.c * g.kh * g.kw))
     ### END SOLUTION
 
 
@@ -246,8 +298,20 @@ def col2im(
             f"{tuple(x_shape)}, kernel {g.kh}x{g.kw}, stride {g.stride}, padding {g.padding}; "
             f"got {cs.shape}"
         )
-    patches = cs.reshape(g.n, g.oh * g.ow, g.c * g.kh * g.kw).transpose(0, 2, 1)
-    return Tensor(_fold(patches, g))  # patches: (N, C*kh*kw, oh*ow)
+    ### BEGIN SOLUTION
+    # HINT: for each kernel offset (p, q), += its (N, C, oh, ow) slab into a strided window of a
+    # zero padded image, then crop the padding
+    pad, s = g.padding, g.stride
+    c6 = cs.reshape(g.n, g.oh, g.ow, g.c, g.kh, g.kw)  # a view of the rows
+    xp = np.zeros((g.n, g.c, g.h + 2 * pad, g.w + 2 * pad), dtype=np.float32)  # (N, C, Hp, Wp)
+    for p in range(g.kh):
+        for q in range(g.kw):
+            # One kernel offset hits each pixel at most once, so a sliced += is a correct
+            # scatter-add; overlaps between offsets accumulate across iterations.
+            window = xp[:, :, p : p + s * (g.oh - 1) + 1 : s, q : q + s * (g.ow - 1) + 1 : s]
+            window += c6[:, :, :, :, p, q].transpose(0, 3, 1, 2)  # (N, C, oh, ow)
+    return Tensor.wrap(np.ascontiguousarray(xp[:, :, pad : pad + g.h, pad : pad + g.w]))
+    ### END SOLUTION
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,48 +320,58 @@ def col2im(
 
 
 class Im2colConv2dFunction(Function):
-    """out[n] = W2 @ patches[n] (+ bias); backward: dW2 = sum_n g[n] @ patches[n]^T,
-    dx = col2im(W2^T @ g[n]). W2 = weight.reshape(O, C*kh*kw)."""
+    """out = im2col(x) @ W2^T (+ bias), as (N, O, oh, ow); W2 = weight.reshape(O, C*kh*kw).
+
+    The course's call: `Im2colConv2dFunction.apply(x, weight, bias, stride=1, padding=0)`; bias
+    may be None. `apply` keeps the Tensors in `self.inputs` and stride/padding as attributes.
+    Backward, with g2 = grad_output as (N*oh*ow, O):
+        grad weight = g2^T @ cols        (reshaped to weight's shape; sums over images)
+        grad x      = col2im(g2 @ W2)    (scatter-ADD: overlapping windows add up)
+        grad bias   = g2.sum(axis=0)
+    """
+
+    stride: int = 1  # apply(..., stride=s, padding=p) overrides both on the node
+    padding: int = 0
 
     def forward(
-        self,
-        x: np.ndarray,
-        weight: np.ndarray,
-        bias: np.ndarray | None = None,
-        *,
-        geom: ConvGeometry,
+        self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None
     ) -> np.ndarray:
+        where = "Im2colConv2dFunction"
+        if weight.ndim != 4:
+            raise ValueError(
+                f"{where}: weight must be 4-D (O, C, kh, kw), got shape {weight.shape}"
+            )
+        g = conv_geometry(x.shape, weight.shape[2:], self.stride, self.padding, where=where)
         ### BEGIN SOLUTION
-        # HINT: cols = im2col(x); out = cols @ weight.reshape(O, -1).T, reshaped to (N, O, oh, ow)
-        g = geom
+        # HINT: cols = im2col(x, (kh, kw), stride, padding); out = cols @ weight.reshape(O, -1).T
+        # (+ bias), reshaped to (N, oh, ow, O) and transposed to (N, O, oh, ow); save for backward
         o = weight.shape[0]
-        patches = _patches(x, g)  # (N, C*kh*kw, oh*ow): im2col, one image at a time
+        cols = im2col(x, (g.kh, g.kw), g.stride, g.padding).data  # (N*oh*ow, C*kh*kw)
         w2 = weight.reshape(o, -1)  # (O, C*kh*kw)
-        out = np.empty((g.n, o, g.oh * g.ow), dtype=np.float32)  # (N, O, oh*ow)
-        # One GEMM per image writes (O, oh*ow) straight into NCHW order: no reorder pass after.
-        np.matmul(w2, patches, out=out)
+        out = cols @ w2.T  # (N*oh*ow, O)
         if bias is not None:
-            out += bias.reshape(1, o, 1)
-        self.save_for_backward(patches, w2, g, weight.shape)
-        return out.reshape(g.n, o, g.oh, g.ow)
+            out += bias  # (O,) broadcast over every output position
+        self.save_for_backward(cols, w2, g)
+        return np.ascontiguousarray(out.reshape(g.n, g.oh, g.ow, o).transpose(0, 3, 1, 2))
         ### END SOLUTION
 
     def backward(self, grad_output: np.ndarray) -> tuple[np.ndarray | None, ...]:
         ### BEGIN SOLUTION
-        # HINT: dW = grad @ cols (summed over images), dcols = grad^T @ W -> col2im, db = sum
-        patches, w2, g, w_shape = self.saved
+        # HINT: g2 = grad_output as (N*oh*ow, O); dW = g2.T @ cols, dx = col2im(g2 @ W2) (it
+        # scatter-adds), db = g2.sum(axis=0); one gradient (or None) per input
+        cols, w2, g = self.saved
         o = w2.shape[0]
-        g3 = grad_output.reshape(g.n, o, g.oh * g.ow)  # (N, O, oh*ow)
-        x_in, w_in = self.inputs[0], self.inputs[1]
-        gx = _fold(np.matmul(w2.T, g3), g) if x_in.requires_grad else None  # (N, C, H, W)
-        gw = None
-        if w_in.requires_grad:
-            # (N, O, P) @ (N, P, C*kh*kw), then the sum over images
-            gw = np.matmul(g3, patches.transpose(0, 2, 1)).sum(axis=0).reshape(w_shape)
-        grads: tuple[np.ndarray | None, ...] = (gx, gw)
-        if len(self.inputs) == 3:
-            grads += (grad_output.sum(axis=(0, 2, 3)),)  # (O,)
-        return grads
+        x_in, w_in, b_in = (*self.inputs, None)[:3]
+        g2 = grad_output.transpose(0, 2, 3, 1).reshape(-1, o)  # (N*oh*ow, O)
+        gx = gw = gb = None
+        if x_in is not None and x_in.requires_grad:
+            dcols = g2 @ w2  # (N*oh*ow, C*kh*kw)
+            gx = col2im(dcols, (g.n, g.c, g.h, g.w), (g.kh, g.kw), g.stride, g.padding).data
+        if w_in is not None and w_in.requires_grad:
+            gw = (g2.T @ cols).reshape(w_in.shape)  # (O, C*kh*kw) -> (O, C, kh, kw)
+        if b_in is not None and b_in.requires_grad:
+            gb = g2.sum(axis=0)  # (O,)
+        return (gx, gw, gb)[: len(self.inputs)]
         ### END SOLUTION
 
 
@@ -324,9 +398,12 @@ def im2col_conv2d(
             f"{where}: x has {g.c} channels but weight expects {w_t.shape[1]} "
             f"(x shape {x_t.shape}, weight shape {w_t.shape})"
         )
-    if bias is None:
-        return Im2colConv2dFunction.apply(x_t, w_t, geom=g)
-    b_t = bias if isinstance(bias, Tensor) else Tensor(_as_float32(bias, "bias", where))
-    if b_t.shape != (w_t.shape[0],):
-        raise ValueError(f"{where}: bias must have shape ({w_t.shape[0]},), got {b_t.shape}")
-    return Im2colConv2dFunction.apply(x_t, w_t, b_t, geom=g)
+    b_t = None
+    if bias is not None:
+        b_t = bias if isinstance(bias, Tensor) else Tensor(_as_float32(bias, "bias", where))
+        if b_t.shape != (w_t.shape[0],):
+            raise ValueError(f"{where}: bias must have shape ({w_t.shape[0]},), got {b_t.shape}")
+    ### BEGIN SOLUTION
+    # HINT: return Im2colConv2dFunction.apply(x, weight, bias, stride=..., padding=...)
+    return Im2colConv2dFunction.apply(x_t, w_t, b_t, stride=g.stride, padding=g.padding)
+    ### END SOLUTION

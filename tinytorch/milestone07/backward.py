@@ -1,0 +1,131 @@
+"""The backward check: grad x, grad weight and grad bias of the student's im2col_conv2d.
+
+The 30 gate cases grade the forward pass only. This check asks the sandbox to run
+`im2col_conv2d(x, weight, bias, ...)` on Tensors that require grad and then `out.backward(g)`
+(the "grad" request), and compares the three gradients with float64 references on geometries that
+catch the usual bugs: stride 2 with padding (overlaps and the crop), a non-square input (square
+kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels no window covers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinytorch.milestone07.calls import StudentCalls
+from tinytorch.milestone07.compare import compare
+from tinytorch.milestone07.references import ref_conv2d_grads
+from tinytorch.milestone07.results import CheckResult
+
+NAME, FN = "backward", "im2col_conv2d"
+BACKWARD_STUB = "Im2colConv2dFunction.backward"
+# (x shape, weight shape, stride, padding, bias?)
+GEOMETRIES = (
+    ((2, 3, 7, 7), (4, 3, 3, 3), 2, 1, True),  # stride 2 + padding: overlaps, crop
+    ((1, 2, 6, 9), (3, 2, 3, 3), 1, 0, True),  # non-square input
+    ((2, 2, 5, 6), (3, 2, 3, 3), 1, 2, False),  # no bias, wide padding
+    ((1, 1, 8, 7), (2, 1, 2, 2), 3, 0, True),  # stride > kernel: gaps nobody covers
+)
+GRAD_TOL = (1e-4, 1e-4)  # (rtol, atol): a few float32 sums of O(10) products each
+
+LESSONS = {
+    "x": (
+        "grad x must scatter-ADD through col2im: dcols = g2 @ W2 with g2 = grad_output as "
+        "(N*oh*ow, O), then col2im(dcols) adds (+=) every column back to its window, because "
+        "windows overlap; crop the padding."
+    ),
+    "weight": (
+        "grad weight = g2.T @ cols (O, C*kh*kw), summed over every output position of every "
+        "image, reshaped to weight.shape: not transposed, not averaged, not scaled."
+    ),
+    "bias": (
+        "backward returns one gradient per input: grad bias = grad_output.sum(axis=(0, 2, 3)), "
+        "shape (O,), and None only when there is no bias."
+    ),
+    "graph": (
+        "im2col_conv2d must return the Tensor made by Im2colConv2dFunction.apply(x, weight, bias, "
+        "stride=..., padding=...), so that backward() reaches your Function's backward."
+    ),
+}
+TITLES = {"x": "grad x", "weight": "grad weight", "bias": "grad bias"}
+
+
+def _inputs(
+    rng: np.random.Generator, x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: int,
+    padding: int, with_bias: bool,
+) -> tuple[list[Any], np.ndarray]:  # fmt: skip
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal(w_shape) / w_shape[-1]).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if with_bias else None
+    oh = (x_shape[2] + 2 * padding - w_shape[2]) // stride + 1
+    ow = (x_shape[3] + 2 * padding - w_shape[3]) // stride + 1
+    g = rng.standard_normal((x_shape[0], w_shape[0], oh, ow)).astype(np.float32)
+    return [x, w, b], g
+
+
+def backward_check(calls: StudentCalls, seed: int) -> CheckResult:
+    """grad x, grad weight, grad bias of im2col_conv2d against float64, on four geometries."""
+    rng = np.random.default_rng([seed, 31])
+    for x_shape, w_shape, stride, padding, with_bias in GEOMETRIES:
+        args, g = _inputs(rng, x_shape, w_shape, stride, padding, with_bias)
+        where = f"x {x_shape}, weight {w_shape}, stride {stride}, padding {padding}" + (
+            "" if with_bias else ", no bias"
+        )
+        req = {"fn": FN, "args": args, "kwargs": {"stride": stride, "padding": padding}}
+        reply = calls.sandbox.request({**req, "audit": False, "grad": g}, calls.timeout)
+        failed = _failed_reply(calls, reply, where)
+        if failed is not None:
+            return failed
+        grads = list(reply.get("grads") or [None, None, None])
+        refs = ref_conv2d_grads(args[0], args[1], with_bias, g, stride, padding)
+        for key, got, ref in zip(("x", "weight", "bias"), grads, refs, strict=False):
+            if ref is None:
+                continue
+            title = TITLES[key]
+            if got is None:
+                detail = f"{where}: {title} is missing (backward returned None for it)"
+                return CheckResult(NAME, "fail", detail, LESSONS[key], [FN])
+            cmp = compare(got, ref, rtol=GRAD_TOL[0], atol=GRAD_TOL[1])
+            if not cmp.ok:
+                detail = f"{where}: {title} is wrong: {cmp.detail}{_diagnosis(key, got, ref)}"
+                return CheckResult(NAME, "fail", detail, LESSONS[key], [FN])
+    detail = f"grad x, grad weight and grad bias match float64 on {len(GEOMETRIES)} geometries"
+    return CheckResult(NAME, "pass", detail, "", [])
+
+
+def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> CheckResult | None:
+    status = reply["status"]
+    if status == "ok":
+        return None
+    if status == "not_implemented":
+        place = reply.get("stub") or (BACKWARD_STUB if reply.get("phase") == "backward" else FN)
+        calls.seen.not_implemented.setdefault(place, reply.get("error", "NotImplementedError"))
+        return CheckResult(NAME, "incomplete", f"{place} is not written yet", "", [FN])
+    if status == "raised":
+        error = reply.get("error", "")
+        lesson = LESSONS["graph"] if "does not require grad" in error else LESSONS["x"]
+        return CheckResult(NAME, "fail", f"{where}: raised {error}", lesson, [FN])
+    if status == "not_tensor":
+        detail = f"{where}: returned a {reply.get('type')}, expected a Tensor"
+        return CheckResult(NAME, "fail", detail, LESSONS["graph"], [FN])
+    error = reply.get("error", status)
+    return CheckResult(NAME, status if status in ("timeout", "crash") else "error",
+                       f"{where}: {error}", "", [FN])  # fmt: skip
+
+
+def _diagnosis(key: str, got: np.ndarray, ref: np.ndarray) -> str:
+    """A short guess at the bug, from how the wrong gradient relates to the right one."""
+    if got.shape != ref.shape:
+        return ""
+    scale = float(np.vdot(got.astype(np.float64).ravel(), ref.ravel())) / max(
+        float(np.vdot(ref.ravel(), ref.ravel())), 1e-30
+    )
+    if abs(scale - 1.0) > 1e-3 and np.allclose(got, scale * ref, rtol=1e-3, atol=1e-4):
+        return f" (it is {scale:.3g} times the right one)"
+    if key == "weight":
+        o = ref.shape[0]
+        flipped = ref.reshape(o, -1).T.reshape(-1)  # (C*kh*kw, O) read as if it were (O, ...)
+        if np.allclose(got.reshape(-1), flipped, rtol=1e-3, atol=1e-4):
+            return " (it is cols.T @ g2, transposed: (C*kh*kw, O) reshaped as (O, C, kh, kw))"
+    return ""

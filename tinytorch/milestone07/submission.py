@@ -1,0 +1,95 @@
+"""A submission in the course's formats, turned into the Python source that is graded.
+
+    acceleration.py            a plain module: graded as it is
+    acceleration.ipynb         a Jupyter notebook (read with nbformat)
+    acceleration.py + markers  a jupytext percent file (`# %%` cells, read with jupytext) that
+                               marks its cells the nbdev way: `#| default_exp perf.acceleration`
+                               once, `#| export` on every cell that belongs to the module
+
+For a notebook or a marked file, the module is the exported code cells only, in order; every
+other cell (scratch work, tests, timings) is left out and never runs. Reading is data only: no
+cell is executed here. A notebook without an exported cell is a SubmissionError (an ImportError)
+whose message says how to mark one.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+EXPORT_DIRECTIVES = ("export", "exports", "exporti")  # nbdev's names for "this cell is code"
+# An nbdev directive line: `#| export`, `#|export`, `# | export`, with an optional argument.
+_DIRECTIVE = re.compile(r"^#\s*\|\s*(?P<name>[\w-]+)(?P<arg>.*)$")
+
+
+class SubmissionError(ImportError):
+    """The submission cannot become a module (no exported cell, unreadable notebook)."""
+
+
+def _directives(source: str) -> list[str]:
+    """The nbdev directive names at the top of one cell's source (comment lines before code)."""
+    names = []
+    for line in source.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        match = _DIRECTIVE.match(stripped)
+        if match is None:
+            break  # directives come first in a cell
+        names.append(match.group("name"))
+    return names
+
+
+def has_nbdev_markers(text: str) -> bool:
+    """True when a .py file marks cells the nbdev way (`#| default_exp` or `#| export`)."""
+    for line in text.splitlines():
+        match = _DIRECTIVE.match(line.strip())
+        if match and match.group("name") in ("default_exp", *EXPORT_DIRECTIVES):
+            return True
+    return False
+
+
+def is_notebook_like(path: str | Path) -> bool:
+    """A .ipynb, or a .py with nbdev markers: a file whose exported cells are the module."""
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        return True
+    if path.suffix != ".py" or not path.is_file():
+        return False
+    return has_nbdev_markers(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def _read_notebook(path: Path) -> nbformat.NotebookNode:
+    try:
+        if path.suffix == ".ipynb":
+            return nbformat.read(path, as_version=4)
+        return jupytext.read(path, fmt="py:percent")
+    except Exception as exc:  # noqa: BLE001 (nbformat/jupytext raise several kinds)
+        kind = "notebook" if path.suffix == ".ipynb" else "jupytext percent file"
+        raise SubmissionError(f"{path.name}: could not be read as a {kind}: {exc}") from None
+
+
+def exported_source(path: str | Path) -> str:
+    """The module source of a submission: the file itself, or its exported cells joined.
+
+    Raises SubmissionError when a notebook or marked file has no `#| export` cell.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8", errors="replace") if path.suffix != ".ipynb" else ""
+    if path.suffix != ".ipynb" and not has_nbdev_markers(text):
+        return text
+    nb = _read_notebook(path)
+    cells = [
+        cell.source
+        for cell in nb.cells
+        if cell.cell_type == "code" and set(_directives(cell.source)) & set(EXPORT_DIRECTIVES)
+    ]
+    if not cells:
+        raise SubmissionError(
+            f"{path.name} has no exported cell: mark each code cell that belongs to the module "
+            "with a first line `#| export` (nbdev style); only exported cells are graded"
+        )
+    return "\n\n".join(source.rstrip() + "\n" for source in cells)
