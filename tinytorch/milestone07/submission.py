@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jupytext
-import nbformat
+if TYPE_CHECKING:
+    import nbformat
 
 EXPORT_DIRECTIVES = ("export", "exports", "exporti")  # nbdev's names for "this cell is code"
 # An nbdev directive line: `#| export`, `#|export`, `# | export`, with an optional argument.
@@ -63,6 +64,10 @@ def is_notebook_like(path: str | Path) -> bool:
 
 
 def _read_notebook(path: Path) -> nbformat.NotebookNode:
+    # Imported here: jupytext costs ~1 s to import, and every grading child imports this module.
+    import jupytext
+    import nbformat
+
     try:
         if path.suffix == ".ipynb":
             return nbformat.read(path, as_version=4)
