@@ -85,15 +85,16 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
 # and the score must be 2 points per passing check.
 VACUOUS = ("carol", "dave")
 # student: verdict, cases passed/total, checks passed/total, score/max, error (derived by hand:
-# bob drops every case whose K is not a multiple of the tile: 15 of the 18 matmul cases).
+# bob drops every case whose K is not a multiple of the tile: 15 of the 18 matmul cases; 1 point
+# per case, 2 per check, 0 per hidden case).
 EXPECTED = {
-    "alice": ("PASS", 30, 30, 5, 5, 40, 40, ""),
-    "bob": ("NOT_PASSED", 15, 30, 5, 5, 25, 40, ""),
-    "carol": ("NOT_PASSED", 0, 30, None, 5, None, 40, ""),  # None: see VACUOUS
-    "dave": ("NOT_PASSED", 0, 30, None, 5, None, 40, ""),
+    "alice": ("PASS", 30, 30, 6, 6, 42, 42, ""),
+    "bob": ("NOT_PASSED", 15, 30, 5, 6, 25, 42, ""),  # plain NumPy conv: the backward check fails
+    "carol": ("NOT_PASSED", 0, 30, None, 6, None, 42, ""),  # None: see VACUOUS
+    "dave": ("NOT_PASSED", 0, 30, None, 6, None, 42, ""),
     "frank": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "a notebook: grade notebooks with --notebook"),
-    "grace": ("NOT_PASSED", 15, 30, 5, 5, 25, 40, ""),
-    "heidi": ("PASS", 30, 30, 5, 5, 40, 40, ""),
+    "grace": ("NOT_PASSED", 15, 30, 5, 6, 25, 42, ""),
+    "heidi": ("PASS", 30, 30, 6, 6, 42, 42, ""),
     "liam": ("NOT_PASSED", 0, 30, 0, 0, 0, 30, ""),
     "mia": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "no acceleration.py in the folder"),
 }
@@ -258,3 +259,29 @@ def test_the_cli_is_registered() -> None:
         check=True,
     )
     assert "--jobs" in done.stdout and "--points" in done.stdout
+
+
+def test_notebook_and_percent_submissions_with_notebook(tmp_path: Path) -> None:
+    import nbformat
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Module 17"),
+        nbformat.v4.new_code_cell("#| export\n" + BASE.read_text()),
+        nbformat.v4.new_code_cell("raise SystemExit('scratch work: never exported, never run')"),
+    ]
+    nbformat.write(nb, str(subs / "nina.ipynb"))
+    percent = "# %%\n#| default_exp perf.acceleration\n\n# %%\n#| export\n" + BOB.read_text()
+    (subs / "olga.py").write_text(percent + "\n# %%\nprint(tiled_matmul)  # not exported\n")
+    (tmp_path / "points.toml").write_text(POINTS_TOML)
+    argv = ["grade-class", str(subs), "--out", str(out), "--notebook", "--timeout", "1",
+            "--points", str(tmp_path / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    rows = _rows(out)
+    want = {"nina": EXPECTED["alice"], "olga": EXPECTED["bob"]}
+    for student, expected in want.items():
+        assert tuple(rows[student][c] for c in _COLS) == tuple(str(v) for v in expected), student
+    page = (out / "class_report.html").read_text()
+    assert "No flags." in page  # alice's code and bob's code are not alike

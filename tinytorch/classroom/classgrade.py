@@ -28,7 +28,7 @@ from typing import Any
 from tinytorch.classroom.formats import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.classroom.runner import WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points
-from tinytorch.classroom.submissions import Submission, discover
+from tinytorch.classroom.submissions import Submission, discover, source_text
 
 
 def usable_cpus() -> int:
@@ -193,8 +193,7 @@ def grade_class(
 
 
 def _source(sub: Submission, blob: bytes) -> str:
-    if sub.impl is not None and sub.impl.suffix == ".ipynb":
-        from tinytorch.classroom.submissions import source_text
-
+    """What similarity compares: the graded source (a notebook's exported cells)."""
+    if sub.impl is not None and (sub.impl.suffix == ".ipynb" or b"#|" in blob or b"# |" in blob):
         return source_text(sub.impl)
     return blob.decode("utf-8", errors="replace")

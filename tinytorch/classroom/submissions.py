@@ -95,16 +95,11 @@ def discover(folder: str | Path, *, notebook: bool = False) -> list[Submission]:
 
 
 def source_text(path: Path) -> str:
-    """The Python source of a submission file: the file, or a notebook's code cells in order."""
-    if path.suffix != ".ipynb":
-        return path.read_text(encoding="utf-8", errors="replace")
-    import nbformat
+    """The Python source that is graded: the file, or a notebook's (or marked percent file's)
+    exported cells, as the milestone reads them; the raw text if that fails."""
+    from tinytorch.milestone07.submission import SubmissionError, exported_source
 
-    nb = nbformat.read(str(path), as_version=4)
-    cells = [c.source for c in nb.cells if c.cell_type == "code"]
-    # Notebook magics and shell lines are not Python; blank them so tokenize can read the rest.
-    lines = [
-        "" if line.lstrip().startswith(("%", "!")) else line
-        for line in "\n\n".join(cells).splitlines()
-    ]
-    return "\n".join(lines) + "\n"
+    try:
+        return exported_source(path)
+    except (SubmissionError, OSError):
+        return path.read_text(encoding="utf-8", errors="replace")
