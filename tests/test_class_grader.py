@@ -285,3 +285,43 @@ def test_notebook_and_percent_submissions_with_notebook(tmp_path: Path) -> None:
         assert tuple(rows[student][c] for c in _COLS) == tuple(str(v) for v in expected), student
     page = (out / "class_report.html").read_text()
     assert "No flags." in page  # alice's code and bob's code are not alike
+
+
+def test_a_run_killed_at_the_wall_timeout_is_a_named_error_row(tmp_path: Path) -> None:
+    from tinytorch.classroom.formats import gradebook_row
+    from tinytorch.classroom.runner import grade_submission
+
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import time\n\ntime.sleep(120)\n")
+    doc, run = grade_submission(sleeper, tmp_path / "work", wall_timeout=1.5)
+    assert run.killed == "timeout" and doc["verdict"] == "ERROR"
+    row = gradebook_row("sleeper", doc, load_points(None))
+    assert row["error"] == "the grader was stopped after 2 s (the whole run, not one case)"
+    assert (row["score"], row["max_score"]) == (0, 0)
+
+
+def test_the_gflops_figure_with_part_b(tmp_path: Path) -> None:
+    from tinytorch.classroom.report import figures
+
+    def doc(gflops: float) -> dict:
+        row = {"problem": "gemm 1024x1024x1024", "backend": "student", "status": "ok", "gflops": gflops}  # fmt: skip
+        return {"verdict": "PASS", "cases": [], "checks": [], "part_b": {"rows": [row]}}
+
+    figs = figures({f"s{i}": doc(1.0 + i) for i in range(8)}, tmp_path, part_b=True)
+    png = figs["gflops"].read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+    assert "gflops" not in figures({"s": doc(1.0)}, tmp_path / "b", part_b=False)
+
+
+def test_grading_as_root_says_whether_it_dropped_privileges() -> None:
+    import os
+
+    from tinytorch.classroom.autograder import GRADER_USER, unprivileged
+
+    kwargs, how = unprivileged()
+    if os.geteuid() != 0:
+        assert kwargs == {} and how.startswith("already unprivileged")
+    elif kwargs:
+        assert how.startswith(f"as {GRADER_USER}") and kwargs["user"] != 0
+    else:  # root without the user, or a Python other users cannot run: said, not hidden
+        assert how.startswith("running as root:") and GRADER_USER in how
