@@ -325,3 +325,29 @@ def test_grading_as_root_says_whether_it_dropped_privileges() -> None:
         assert how.startswith(f"as {GRADER_USER}") and kwargs["user"] != 0
     else:  # root without the user, or a Python other users cannot run: said, not hidden
         assert how.startswith("running as root:") and GRADER_USER in how
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_what_is_done(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(BASE.read_text())
+    (subs / "dave.py").write_text(HANG)  # 5 s per case: still running when Ctrl-C comes
+    cmd = [sys.executable, "-m", "tinytorch.cli.main", "grade-class", str(subs), "--out", str(out),
+           "--jobs", "2", "--timeout", "5"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "results" / "alice.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (out / "results" / "alice.json").exists()
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted" in stdout
+    assert set(_rows(out)) == {"alice"} and not (out / "results" / "dave.json").exists()
+    import psutil
+
+    left = [p for p in psutil.process_iter(["cmdline"]) if str(out) in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+    assert left == []  # dave's milestone run was killed, not left behind

@@ -129,12 +129,13 @@ def grade_platform_submission(
     drop, how = unprivileged()
     private = Path(tempfile.mkdtemp(prefix="tinytorch-grade-"))
     try:
-        copy = private / impl.name
-        shutil.copy2(impl, copy)
+        # The folder holding the file travels with it (a helper module beside it still imports).
+        shutil.copytree(impl.parent, private / "submission")
+        copy = private / "submission" / impl.name
         env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
         env["HOME"] = str(private)
         if drop:
-            for p in (private, copy):
+            for p in (private, *private.rglob("*")):
                 os.chown(p, drop["user"], drop["group"])
         doc, _run = grade_submission(
             copy,
