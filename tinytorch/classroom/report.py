@@ -10,6 +10,7 @@ from typing import Any
 
 from tinytorch.classroom.formats import tiled_matmul_gflops
 from tinytorch.classroom.similarity import (
+    MARKED_MAX,
     MIN_TOKENS,
     PAIR_THRESHOLD,
     REFERENCE,
@@ -19,7 +20,7 @@ from tinytorch.classroom.similarity import (
 from tinytorch.milestone07.cases import FUNCTIONS
 
 VERDICT_ORDER = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")
-SIDE_BY_SIDE_MAX = 20  # flags shown side by side (all are listed in the table)
+SIDE_BY_SIDE_MAX = MARKED_MAX  # flags shown side by side (all are listed in the table)
 _CASE_INTRO = (
     "<p>The share of graded students failing each published case: a long bar on one tile size"
     " or shape names what the class missed.</p>"
