@@ -25,8 +25,8 @@ def _tito(*args: str) -> int:
 def test_run_07_passes_with_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert _tito("run", "07", "--impl", str(BASE), "--no-part-b") == 0
     out = capsys.readouterr().out
-    assert "PASS  30/30 cases, 5/5 deeper checks" in out
-    assert out.count("  PASS    ") == 35  # one row per case and per check
+    assert "PASS  30/30 cases, 6/6 deeper checks" in out
+    assert out.count("  PASS    ") == 36  # one row per case and per check
 
 
 @pytest.mark.parametrize("alias", ["kernels", "triton", "metal", "7"])

@@ -112,7 +112,7 @@ def _scatter_assign(cols, x_shape, k, stride, padding):
                 c6[:, :, :, :, di, dj].transpose(0, 3, 1, 2)
             )
     return xp[:, :, padding : padding + H, padding : padding + W]
-''', lesson="scatter-ADD through col2im"),
+''', lesson="assigned (=), not added (+=)"),
     _m("grad_w_transposed", "im2col_conv2d",
        ("grad_w = (g2.T @ self.saved_cols)", "grad_w = (self.saved_cols.T @ g2)"),
        lesson="grad weight is wrong"),

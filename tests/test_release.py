@@ -13,9 +13,18 @@ import pytest
 
 from tinytorch.cli.main import main
 from tinytorch.perf import acceleration
-from tinytorch.release import BEGIN, END, make_student_source, write_student_edition
+from tinytorch.release import BEGIN, END, make_student_source, stub_places, write_student_edition
 
-PUBLIC = ["tiled_matmul", "fused_gelu", "im2col", "col2im", "im2col_conv2d"]
+PUBLIC = [
+    "vectorized_matmul",
+    "tiled_matmul",
+    "unfused_gelu",
+    "fused_gelu",
+    "im2col",
+    "col2im",
+    "im2col_conv2d",
+]
+STUBBED = [*PUBLIC, "Im2colConv2dFunction.forward", "Im2colConv2dFunction.backward"]
 
 
 def load(path: Path, name: str):
@@ -176,3 +185,38 @@ def test_cli_rejects_unknown_modules(tmp_path, capsys, argv):
 def test_cli_requires_out(capsys):
     assert main(["release", "17"]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_stubs_sit_in_the_public_functions_and_methods_only(student):
+    module, text = student
+    assert sorted(stub_places(text)) == sorted(STUBBED)
+    assert stub_places(Path(acceleration.__file__).read_text()) == []
+    # no private helper holds a region: each public place raises by itself
+    for name in ("forward", "backward"):
+        src = inspect.getsource(getattr(module.Im2colConv2dFunction, name))
+        assert "raise NotImplementedError(" in src, name
+    with pytest.raises(NotImplementedError):
+        module.Im2colConv2dFunction.apply(
+            np.ones((1, 1, 3, 3), np.float32), np.ones((1, 1, 2, 2), np.float32), None
+        )
+
+
+def test_a_hint_never_repeats_hint(student):
+    _, text = student
+    stubs = [line for line in text.splitlines() if line.strip().startswith("raise NotImpl")]
+    assert len(stubs) == len(STUBBED)
+    assert all("HINT" not in line for line in stubs), stubs
+    two_lines = "def f():\n    ### BEGIN SOLUTION\n    # HINT: one\n    # HINT: two\n    pass\n"
+    out = make_student_source(two_lines + "    ### END SOLUTION\n")
+    assert "raise NotImplementedError('one two')" in out
+
+
+def test_stub_places_counts_only_unconditional_raises():
+    source = (
+        "class A:\n    def f(self):\n        x = 1\n        raise NotImplementedError\n"
+        "    def g(self):\n        if self:\n            raise NotImplementedError('maybe')\n"
+        "def h():\n    raise NotImplementedError('todo')\n"
+        "def k():\n    raise ValueError('no')\n"
+    )
+    assert stub_places(source) == ["A.f", "h"]
+    assert stub_places("def broken(:\n") == []

@@ -4,7 +4,8 @@ The 30 gate cases grade the forward pass only. This check asks the sandbox to ru
 `im2col_conv2d(x, weight, bias, ...)` on Tensors that require grad and then `out.backward(g)`
 (the "grad" request), and compares the three gradients with float64 references on geometries that
 catch the usual bugs: stride 2 with padding (overlaps and the crop), a non-square input (square
-kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels no window covers).
+kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels that no
+window covers).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from tinytorch.milestone07.calls import StudentCalls
 from tinytorch.milestone07.compare import compare
-from tinytorch.milestone07.references import ref_conv2d_grads
+from tinytorch.milestone07.references import out_size, ref_col2im, ref_conv2d_grads
 from tinytorch.milestone07.results import CheckResult
 
 NAME, FN = "backward", "im2col_conv2d"
@@ -33,7 +34,7 @@ LESSONS = {
     "x": (
         "grad x must scatter-ADD through col2im: dcols = g2 @ W2 with g2 = grad_output as "
         "(N*oh*ow, O), then col2im(dcols) adds (+=) every column back to its window, because "
-        "windows overlap; crop the padding."
+        "windows overlap; crop the padding. (If col2im fails its own cases, fix it first.)"
     ),
     "weight": (
         "grad weight = g2.T @ cols (O, C*kh*kw), summed over every output position of every "
@@ -88,7 +89,10 @@ def backward_check(calls: StudentCalls, seed: int) -> CheckResult:
                 return CheckResult(NAME, "fail", detail, LESSONS[key], [FN])
             cmp = compare(got, ref, rtol=GRAD_TOL[0], atol=GRAD_TOL[1])
             if not cmp.ok:
-                detail = f"{where}: {title} is wrong: {cmp.detail}{_diagnosis(key, got, ref)}"
+                cover = _coverage(x_shape, w_shape[2], stride, padding) if key == "x" else None
+                detail = (
+                    f"{where}: {title} is wrong: {cmp.detail}{_diagnosis(key, got, ref, cover)}"
+                )
                 return CheckResult(NAME, "fail", detail, LESSONS[key], [FN])
     detail = f"grad x, grad weight and grad bias match float64 on {len(GEOMETRIES)} geometries"
     return CheckResult(NAME, "pass", detail, "", [])
@@ -114,10 +118,23 @@ def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> Che
                        f"{where}: {error}", "", [FN])  # fmt: skip
 
 
-def _diagnosis(key: str, got: np.ndarray, ref: np.ndarray) -> str:
+def _coverage(x_shape: tuple[int, ...], k: int, stride: int, padding: int) -> np.ndarray:
+    """How many windows cover each pixel of x (N, C, H, W)."""
+    n, c, h, w = x_shape
+    rows = n * out_size(h, k, stride, padding) * out_size(w, k, stride, padding)
+    return ref_col2im(np.ones((rows, c * k * k)), x_shape, k, stride, padding)
+
+
+def _diagnosis(key: str, got: np.ndarray, ref: np.ndarray, cover: np.ndarray | None) -> str:
     """A short guess at the bug, from how the wrong gradient relates to the right one."""
     if got.shape != ref.shape:
         return ""
+    close = np.isclose(got, ref, rtol=GRAD_TOL[0], atol=GRAD_TOL[1])
+    if cover is not None and close[cover <= 1].all() and not close[cover > 1].all():
+        return (
+            " (right where one window covers a pixel, wrong where windows overlap: the "
+            "overlapping contributions were assigned (=), not added (+=))"
+        )
     scale = float(np.vdot(got.astype(np.float64).ravel(), ref.ravel())) / max(
         float(np.vdot(ref.ravel(), ref.ravel())), 1e-30
     )

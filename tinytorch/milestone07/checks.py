@@ -173,7 +173,7 @@ CHECKS = (  # (name, the function it examines, check)
 
 
 def run_checks(calls: StudentCalls, seed: int, skip: set[str]) -> list[CheckResult]:
-    """The five deeper checks; a check of an unfinished function is reported as incomplete."""
+    """The deeper checks; a check of an unfinished function is reported as incomplete."""
     out = []
     for name, fn, check in CHECKS:
         if fn in skip:

@@ -57,7 +57,8 @@ def import_impl(impl: str) -> ModuleType:
 
 def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
     """(module or None, info) with info = {"status": "ok" | "not_found" | "import_error" |
-    "not_implemented", "error": str, "functions": {name: "ok" | "missing" | "not callable"}}."""
+    "not_implemented", "error": str, "functions": {name: "ok" | "missing" | "not callable"},
+    "stubs": [places of the graded source that still raise NotImplementedError]}."""
     info: dict[str, Any] = {"status": "ok", "error": "", "functions": {}, "file": ""}
     try:
         module = import_impl(impl)

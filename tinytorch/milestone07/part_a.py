@@ -26,7 +26,7 @@ TODO = {
     "im2col": "im2col(x, kernel_size, stride=1, padding=0): windows as rows of (N*oh*ow, C*k*k)",
     "im2col_conv2d": "im2col_conv2d(x, weight, bias=None, stride=1, padding=0): conv as one GEMM",
     "col2im": "col2im(cols, x_shape, kernel_size, stride=1, padding=0): the scatter-add adjoint",
-    # stubbed places that are not one of the five graded names (listed as `function` or `Class.method`)
+    # stubbed places besides the five graded names (listed as `function` or `Class.method`)
     "vectorized_matmul": "vectorized_matmul(a, b): batched, broadcast A @ B in one call",
     "unfused_gelu": "unfused_gelu(x): GELU one NumPy operation at a time (the fusion baseline)",
     "Im2colConv2dFunction.forward": (

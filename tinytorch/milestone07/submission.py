@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import nbformat
+from typing import Any
 
 EXPORT_DIRECTIVES = ("export", "exports", "exporti")  # nbdev's names for "this cell is code"
 # An nbdev directive line: `#| export`, `#|export`, `# | export`, with an optional argument.
@@ -63,8 +60,9 @@ def is_notebook_like(path: str | Path) -> bool:
     return has_nbdev_markers(path.read_text(encoding="utf-8", errors="replace"))
 
 
-def _read_notebook(path: Path) -> nbformat.NotebookNode:
-    # Imported here: jupytext costs ~1 s to import, and every grading child imports this module.
+def _read_notebook(path: Path) -> Any:
+    """The notebook (an nbformat NotebookNode). The readers are imported here, when a notebook is
+    actually graded: importing jupytext costs seconds that a plain .py submission never pays."""
     import jupytext
     import nbformat
 

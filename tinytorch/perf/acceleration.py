@@ -342,6 +342,12 @@ class Im2colConv2dFunction(Function):
                 f"{where}: weight must be 4-D (O, C, kh, kw), got shape {weight.shape}"
             )
         g = conv_geometry(x.shape, weight.shape[2:], self.stride, self.padding, where=where)
+        if weight.shape[1] != g.c or (bias is not None and bias.shape != weight.shape[:1]):
+            raise ValueError(
+                f"{where}: x {x.shape}, weight {weight.shape} and bias "
+                f"{None if bias is None else bias.shape} do not fit (C of x = C of weight, "
+                f"bias (O,))"
+            )
         ### BEGIN SOLUTION
         # HINT: cols = im2col(x, (kh, kw), stride, padding); out = cols @ weight.reshape(O, -1).T
         # (+ bias), reshaped to (N, oh, ow, O) and transposed to (N, O, oh, ow); save for backward

@@ -1,0 +1,169 @@
+"""Course compatibility: a Module 17 written the public course's way grades here as it does there.
+
+tests/course/course_module.py is such a module (a Function subclass called with
+`apply(x, weight, bias, stride=, padding=)`, in-place work on a copied Tensor, the course's
+imports). Also: the course's import line, vectorized_matmul and unfused_gelu, the course-style
+call of Im2colConv2dFunction against finite differences, and a backward stub named as such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numeric_grad import assert_close, numeric_grad
+
+from tinytorch.core.tensor import Tensor
+from tinytorch.milestone07 import run_part_a
+from tinytorch.milestone07.references import ref_conv2d, ref_gelu, ref_matmul
+
+COURSE = Path(__file__).parent / "course" / "course_module.py"
+_RUNS: dict[str, object] = {}
+
+
+def part_a(path: Path) -> object:
+    if str(path) not in _RUNS:
+        _RUNS[str(path)] = run_part_a(str(path), timeout=10.0)
+    return _RUNS[str(path)]
+
+
+def test_course_style_module_passes_every_case_and_check() -> None:
+    result = part_a(COURSE)
+    bad = [(c.name, c.detail) for c in [*result.failing(), *result.failing_checks()]]
+    assert result.verdict == "PASS", bad
+    assert result.passed() == 30
+    assert {c.name: c.status for c in result.checks}["backward"] == "pass"
+
+
+def test_the_course_import_line_works() -> None:
+    from tinytorch.perf import acceleration
+    from tinytorch.perf.acceleration import (
+        Im2colConv2dFunction,
+        col2im,
+        fused_gelu,
+        im2col,
+        tiled_matmul,
+        vectorized_matmul,
+    )
+
+    exported = {"vectorized_matmul", "unfused_gelu", "fused_gelu", "tiled_matmul", "im2col"}
+    exported |= {"col2im", "im2col_conv2d", "Im2colConv2dFunction"}
+    assert exported <= set(acceleration.__all__)
+    assert all(callable(f) for f in (col2im, fused_gelu, im2col, tiled_matmul, vectorized_matmul))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    out = Im2colConv2dFunction.apply(Tensor(x), Tensor(w), Tensor(b), stride=1, padding=1)
+    assert out.shape == (2, 4, 6, 5)
+    np.testing.assert_allclose(out.data, ref_conv2d(x, w, b, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "stride, padding, with_bias", [(2, 1, True), (1, 0, False), (3, 2, True)], ids=str
+)
+def test_course_style_apply_matches_finite_differences(stride, padding, with_bias) -> None:
+    from tinytorch.perf.acceleration import Im2colConv2dFunction
+
+    rng = np.random.default_rng(stride + padding)
+    x = rng.uniform(-1, 1, (2, 2, 6, 5)).astype(np.float32).astype(np.float64)
+    w = rng.uniform(-1, 1, (3, 2, 3, 3)).astype(np.float32).astype(np.float64)
+    b = rng.uniform(-1, 1, 3).astype(np.float32).astype(np.float64)
+    inputs = [x, w, b] if with_bias else [x, w]
+    tensors = [Tensor(a, requires_grad=True) for a in inputs]
+    bias_t = tensors[2] if with_bias else None
+    out = Im2colConv2dFunction.apply(tensors[0], tensors[1], bias_t, stride=stride, padding=padding)
+    node = out._grad_fn
+    assert (node.stride, node.padding) == (stride, padding)  # keywords live on the node
+    assert node.inputs[2] is bias_t
+
+    def f(*arrays: np.ndarray) -> np.ndarray:
+        return ref_conv2d(arrays[0], arrays[1], arrays[2] if with_bias else None, stride, padding)
+
+    weight = rng.uniform(-1, 1, out.shape).astype(np.float32).astype(np.float64)
+    assert_close(out.data, f(*inputs), 1e-5, "forward")
+    out.backward(weight.astype(np.float32))
+    for k, (t, g) in enumerate(zip(tensors, numeric_grad(f, inputs, weight), strict=True)):
+        assert_close(t.grad, g, 1e-4, f"gradient of input {k}")
+
+
+def test_vectorized_matmul_batches_and_broadcasts_like_numpy() -> None:
+    from tinytorch.perf.acceleration import vectorized_matmul
+
+    rng = np.random.default_rng(1)
+    for a_shape, b_shape in [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)),
+                             ((4,), (4, 3)), ((2, 3, 4), (4,))]:  # fmt: skip
+        a = rng.standard_normal(a_shape).astype(np.float32)
+        b = rng.standard_normal(b_shape).astype(np.float32)
+        out = vectorized_matmul(a, b)
+        expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        assert isinstance(out, Tensor) and out.dtype == np.float32
+        assert out.shape == expected.shape
+        np.testing.assert_allclose(out.data, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(vectorized_matmul(a, b).data, ref_matmul(a, b), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape, match",
+    [((3, 4), (5, 2), "inner dimensions"), ((2, 3, 4), (3, 4, 5), "batch dimensions"),
+     ((), (3,), "a must have at least 1 dimension"), ((3,), (), "b must have")],
+)  # fmt: skip
+def test_vectorized_matmul_argument_errors_are_value_errors(a_shape, b_shape, match) -> None:
+    from tinytorch.perf.acceleration import vectorized_matmul
+
+    with pytest.raises(ValueError, match=f"vectorized_matmul: {match}"):
+        vectorized_matmul(np.ones(a_shape), np.ones(b_shape))
+
+
+def test_unfused_gelu_is_gelu_everywhere_and_does_not_touch_its_input() -> None:
+    from tinytorch.perf.acceleration import fused_gelu, unfused_gelu
+
+    x = np.concatenate(
+        [np.linspace(-8, 8, 1001), [-3e38, -1e10, -100, 0.0, 100, 1e10, 3e38]]
+    ).astype(np.float32)
+    before = x.copy()
+    out = unfused_gelu(x)
+    assert out.dtype == np.float32 and np.all(np.isfinite(out.data))
+    np.testing.assert_allclose(out.data, ref_gelu(x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out.data, fused_gelu(x).data, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_tile_size_that_is_not_an_int_is_a_value_error() -> None:
+    from tinytorch.perf.acceleration import tiled_matmul
+
+    with pytest.raises(ValueError, match="tile_size must be a positive int"):
+        tiled_matmul(np.ones((2, 2)), np.ones((2, 2)), 2.5)
+
+
+BACKWARD = "    def backward(self, grad_output):\n"
+
+
+@pytest.mark.parametrize(
+    "stub",
+    [
+        "        raise NotImplementedError('write the backward pass')\n",  # the release's stub
+        "        if grad_output is not None:\n            raise NotImplementedError('later')\n",
+    ],
+    ids=["unconditional", "only_at_run_time"],
+)
+def test_a_backward_stub_makes_the_run_incomplete_and_is_named(stub, tmp_path) -> None:
+    source = COURSE.read_text()
+    assert source.count(BACKWARD) == 1
+    path = tmp_path / "no_backward.py"
+    path.write_text(source.replace(BACKWARD, BACKWARD + stub))
+    result = run_part_a(str(path), timeout=10.0)
+    assert result.verdict == "INCOMPLETE", result.missing
+    assert [m.split("(")[0] for m in result.missing] == ["Im2colConv2dFunction.backward"]
+    assert result.passed() == 30  # the forward is written: every case still runs and passes
+    assert {c.name: c.status for c in result.checks}["backward"] == "incomplete"
+
+
+def test_direct_apply_with_mismatched_shapes_names_them() -> None:
+    from tinytorch.perf.acceleration import Im2colConv2dFunction
+
+    with pytest.raises(ValueError, match=r"Im2colConv2dFunction: x \(1, 2, 4, 4\), weight"):
+        Im2colConv2dFunction.apply(np.ones((1, 2, 4, 4)), np.ones((1, 3, 2, 2)), None)
+    with pytest.raises(ValueError, match="stride"):
+        Im2colConv2dFunction.apply(np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2)), None, stride=0)
