@@ -122,16 +122,15 @@ def grade_class(
     run = ClassRun()
     todo: list[tuple[Submission, bytes | None]] = []
     for sub in subs:
+        blob = _snapshot(sub)  # what this student is graded on and compared by, read once
+        if blob is not None:
+            run.sources[sub.student] = _source(sub, blob)
         done = None if force else _load_done(results / f"{sub.student}.json", sub)
         if done is not None:
             run.docs[sub.student] = done
             run.resumed.append(sub.student)
         else:
-            todo.append((sub, _snapshot(sub)))
-    for sub in subs:
-        blob = _snapshot(sub)
-        if blob is not None:
-            run.sources[sub.student] = _source(sub, blob)
+            todo.append((sub, blob))
     if on_start:
         on_start(len(subs), len(run.resumed))
     stop = threading.Event()
