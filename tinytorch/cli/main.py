@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from tinytorch import __version__
-from tinytorch.cli import bench, grade, info, milestone, release
+from tinytorch.cli import autograder, bench, grade, grade_class, info, milestone, release
 
-SUBCOMMANDS = (info, milestone, grade, bench, release)
+SUBCOMMANDS = (info, milestone, grade, bench, release, grade_class, autograder)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -56,6 +56,7 @@ def run_milestone(
     json_path: str | None = None,
     sizes: str = "default",
     out: TextIO | None = None,
+    fmt: str = "json",
 ) -> int:
     """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code.
 
@@ -83,6 +84,11 @@ def run_milestone(
         print(f"tito milestone: {doc.get('error')}", file=sys.stderr)
     code = exit_code(str(doc.get("verdict")))  # from the milestone document, before any
     # conversion to another format (e.g. PrairieLearn's), which only changes what the file holds
+    if fmt == "prairielearn":  # PrairieLearn's external-grader results.json (issue 11)
+        from tinytorch.classroom.formats import prairielearn_results
+        from tinytorch.classroom.scoring import Points
+
+        doc = prairielearn_results(doc, Points())
     if target is not None:
         try:
             target.publish_json(doc)
@@ -204,6 +210,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="MB",
         help="address-space limit of the student's process, in MB",
     )
+    p.add_argument(
+        "--format",
+        choices=("json", "prairielearn"),
+        default="json",
+        help="what --json writes: the milestone's JSON (default) or PrairieLearn's results.json",
+    )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
         "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
@@ -224,6 +236,7 @@ def _run_parsed(args: argparse.Namespace) -> int:
         memory_limit=args.memory_limit,
         json_path=args.json,
         sizes=args.part_b_sizes,
+        fmt=args.format,
     )
 
 

@@ -1,0 +1,222 @@
+"""The Gradescope autograder zip run end to end on a temporary /autograder, and the PrairieLearn
+results, each validated against a JSON schema written from the platform's documentation."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tinytorch.classroom.formats import gradescope_results, prairielearn_results
+from tinytorch.classroom.platform_schemas import validate_gradescope, validate_prairielearn
+from tinytorch.classroom.scoring import Points
+from tinytorch.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "tests" / "mutants" / "student_base.py"
+BOB = ROOT / "tests" / "classroom" / "bob.py"
+CRASH = "import ctypes\n\n\n" + "".join(
+    f"def {f}(*args, **kwargs):\n    return ctypes.string_at(0)\n\n\n"
+    for f in ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
+)
+
+
+@pytest.fixture(scope="module")
+def autograder_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("zip") / "autograder.zip"
+    points = out.parent / "points.toml"
+    points.write_text("case = 1\ncheck = 3\n[checks]\n'tiling audit' = 5\n")
+    assert main(["autograder", "gradescope", "--out", str(out), "--points", str(points)]) == 0
+    return out
+
+
+def test_the_zip_has_setup_and_run_autograder_at_its_root(autograder_zip: Path) -> None:
+    with zipfile.ZipFile(autograder_zip) as zf:
+        names = set(zf.namelist())
+        assert {"setup.sh", "run_autograder", "config.json"} <= names
+        assert "tinytorch-src/pyproject.toml" in names
+        assert "tinytorch-src/tinytorch/classroom/autograder.py" in names
+        assert "tinytorch-src/extensions/kernels.cpp" in names
+        for script in ("setup.sh", "run_autograder"):
+            mode = zf.getinfo(script).external_attr >> 16
+            assert mode & stat.S_IXUSR, script
+        setup = zf.read("setup.sh").decode()
+        config = json.loads(zf.read("config.json"))
+    assert "g++" in setup and "pip install" in setup and "useradd" in setup
+    assert config["points"]["check"] == 3 and config["overrides"] == {"tiling audit": 5}
+
+
+def _autograde(zip_path: Path, root: Path, files: dict[str, str]) -> dict:
+    """Lay out a Gradescope tree under `root`, run run_autograder, return results.json."""
+    (root / "source").mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(root / "source")
+    sub = root / "submission"
+    sub.mkdir()
+    for name, text in files.items():
+        (sub / name).parent.mkdir(parents=True, exist_ok=True)
+        (sub / name).write_text(text)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "TINYTORCH_PYTHON": sys.executable}
+    done = subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    validate_gradescope(results)
+    return results
+
+
+def test_a_passing_submission_scores_full_marks(autograder_zip: Path, tmp_path: Path) -> None:
+    res = _autograde(autograder_zip, tmp_path, {"acceleration.py": BASE.read_text()})
+    # 30 cases x 1 + 5 checks x 3 + the tiling audit 5 (hidden cases: the default 1 each)
+    published = [t for t in res["tests"] if t["visibility"] == "visible"]
+    assert sum(t["max_score"] for t in published) == 30 + 5 * 3 + 5
+    assert res["score"] == sum(t["max_score"] for t in res["tests"])
+    assert all(t["status"] == "passed" for t in res["tests"])
+    assert res["output"].startswith("Milestone 07: PASS")
+    assert res["extra_data"]["verdict"] == "PASS"
+    # Gradescope's default container has 768 MB: the whole tree stays well within it.
+    assert 0 < res["extra_data"]["peak_mb"] < 768
+    print(f"peak memory of the process tree: {res['extra_data']['peak_mb']} MB")
+
+
+def test_a_failing_submission_in_a_folder_names_the_failures(
+    autograder_zip: Path, tmp_path: Path
+) -> None:
+    res = _autograde(autograder_zip, tmp_path, {"mywork/kernels.py": BOB.read_text()})
+    failed = {t["name"] for t in res["tests"] if t["status"] == "failed"}
+    assert "tiled_matmul/k1/tile7" in failed and "tiled_matmul/multiple/tile7" not in failed
+    k1 = next(t for t in res["tests"] if t["name"] == "tiled_matmul/k1/tile7")
+    assert k1["score"] == 0 and k1["max_score"] == 1 and "lesson:" in k1["output"]
+    assert res["output"].startswith("Milestone 07: NOT PASSED")
+
+
+def test_a_crashing_submission_is_graded_not_fatal(autograder_zip: Path, tmp_path: Path) -> None:
+    res = _autograde(autograder_zip, tmp_path, {"acceleration.py": CRASH})
+    cases = [t for t in res["tests"] if t.get("tags") == ["case"]]
+    assert len(cases) == 30 and all(t["status"] == "failed" for t in cases)
+    assert all(t["score"] == 0 for t in cases)
+    assert "crash" in cases[0]["output"].lower() or "SIGSEGV" in cases[0]["output"]
+
+
+def test_an_ungradeable_submission_still_gets_results_with_score_0(
+    autograder_zip: Path, tmp_path: Path
+) -> None:
+    res = _autograde(autograder_zip, tmp_path, {"notes.txt": "I ran out of time"})
+    assert res["score"] == 0
+    assert "no acceleration.py" in res["output"]
+    assert res["tests"][0]["status"] == "failed"
+
+
+def test_prairielearn_entry_point_writes_valid_results(tmp_path: Path) -> None:
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "acceleration.py").write_text(BOB.read_text())
+    assert main(["autograder", "run", "prairielearn", "--root", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results" / "results.json").read_text())
+    validate_prairielearn(res)
+    assert res["gradable"] is True
+    # bob: 15 of 30 cases (1 each), 5 of 6 checks (2 each; backward fails), hidden cases apart.
+    published = [t for t in res["tests"] if t["name"] != "hidden cases"]
+    assert sum(t["points"] for t in published) == 15 + 10
+    assert sum(t["max_points"] for t in published) == 30 + 12
+
+
+def test_milestone_run_format_prairielearn(tmp_path: Path) -> None:
+    out = tmp_path / "pl.json"
+    argv = ["milestone", "run", "07", "--impl", str(BASE), "--no-part-b", "--json", str(out),
+            "--format", "prairielearn"]  # fmt: skip
+    assert main(argv) == 0
+    res = json.loads(out.read_text())
+    validate_prairielearn(res)
+    assert res["score"] == 1.0 and res["gradable"] is True and len(res["tests"]) == 36
+
+
+def _doc(**extra) -> dict:
+    case = {"name": "tiled_matmul/k1/tile7", "status": "pass", "detail": "ok", "lesson": ""}
+    hidden = {
+        "name": "hidden/tiled_matmul/x",
+        "status": "fail",
+        "detail": "off by 2",
+        "lesson": "L",
+    }
+    check = {"name": "tiling audit", "status": "fail", "detail": "one np.matmul", "lesson": "tile"}
+    doc = {"verdict": "NOT_PASSED", "cases": [case], "checks": [check], "hidden_cases": [hidden]}
+    return {**doc, "missing": [], "warnings": [], **extra}
+
+
+def test_hidden_cases_are_after_due_date_and_withheld_from_the_summary() -> None:
+    res = gradescope_results(_doc(), Points())
+    validate_gradescope(res)
+    by_name = {t["name"]: t for t in res["tests"]}
+    assert by_name["hidden/tiled_matmul/x"]["visibility"] == "after_due_date"
+    assert by_name["tiled_matmul/k1/tile7"]["visibility"] == "visible"
+    assert "off by 2" not in res["output"] and "after the due date" in res["output"]
+    assert (res["score"], by_name["deeper check: tiling audit"]["max_score"]) == (1, 2)
+
+
+def test_the_leaderboard_is_the_students_gflops_at_1024() -> None:
+    row = {"problem": "gemm 1024x1024x1024", "backend": "student", "status": "ok", "gflops": 3.25}
+    res = gradescope_results(_doc(part_b={"rows": [row]}), Points())
+    validate_gradescope(res)
+    assert res["leaderboard"] == [
+        {"name": "tiled_matmul GFLOP/s (1024)", "value": 3.25, "order": "desc"}
+    ]
+    assert "leaderboard" not in gradescope_results(_doc(), Points())
+
+
+def test_an_error_doc_is_not_gradable_on_prairielearn() -> None:
+    res = prairielearn_results({"verdict": "ERROR", "error": "stopped after 480 s"}, Points())
+    validate_prairielearn(res)
+    assert res["gradable"] is False and "480 s" in res["message"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"score": 1, "tests": [{"name": "a", "score": 1, "max_score": 1, "status": "ok"}]},
+        {"score": 1, "tests": [{"name": "a", "score": 2, "max_score": 1}]},
+        {"score": 1, "tests": [{"name": "a", "score": 1, "visibility": "later"}]},
+        {"score": "full"},
+        {"tests": [{"name": "no score"}]},
+        {"score": 1, "leaderboard": [{"name": "x"}]},
+        {"score": 1, "scroe": 2},
+    ],
+)
+def test_the_gradescope_schema_rejects_what_the_docs_do_not_allow(bad: dict) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        validate_gradescope(bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"gradable": True},
+        {"gradable": True, "score": 1.5},
+        {"gradable": True, "score": 1, "tests": [{"name": "a", "points": 2, "max_points": 1}]},
+        {"gradable": True, "score": 1, "tests": [{"name": "a"}]},
+        {"score": 1},
+    ],
+)
+def test_the_prairielearn_schema_rejects_what_the_docs_do_not_allow(bad: dict) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        validate_prairielearn(bad)
+
+
+def test_a_bad_points_file_stops_the_zip_build(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text("case: 1")
+    assert main(["autograder", "gradescope", "--out", str(tmp_path / "a.zip"), "--points", str(bad)]) == 2  # fmt: skip
+    assert "expected a .toml or .json file" in capsys.readouterr().err

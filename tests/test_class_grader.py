@@ -1,0 +1,353 @@
+"""`tito grade-class` end to end on a small class: exact gradebook rows, similarity flags, the
+report's figures, resuming, and a hostile submission that cannot change another student's row."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinytorch.classroom.classgrade import grade_class
+from tinytorch.classroom.runner import run_tree
+from tinytorch.classroom.scoring import load_points
+from tinytorch.classroom.similarity import REFERENCE, similarity_flags
+from tinytorch.cli.main import main
+from tinytorch.release import make_student_source, reference_path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "tests" / "mutants" / "student_base.py"  # a correct Module 17
+BOB = ROOT / "tests" / "classroom" / "bob.py"  # independent code, the ragged K tile dropped
+REF = reference_path(17)
+FUNCS = ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
+
+CRASH = "import ctypes\n\n\n" + "".join(
+    f"def {f}(*args, **kwargs):\n    return ctypes.string_at(0)\n\n\n" for f in FUNCS
+)
+STUBS = "".join(f"def {f}(*args):\n    raise NotImplementedError\n\n\n" for f in FUNCS)
+HANG = "".join(f"def {f}(*args, **kwargs):\n    while True:\n        pass\n\n\n" for f in FUNCS)
+# Hidden cases are worth nothing here so the rows do not depend on how many there are.
+POINTS_TOML = "case = 1\ncheck = 2\nhidden_case = 0\n"
+
+
+def _near_copy_of_bob() -> str:
+    """bob.py with other names, other comments and one extra line: still bob's work."""
+    text = BOB.read_text()
+    for old, new in [("left", "lhs"), ("right", "rhs"), ("result", "out"), ("acc", "block"),
+                     ("canvas", "grid"), ("_data", "_as_array"), ("_out_size", "_osz")]:  # fmt: skip
+        text = re.sub(rf"\b{old}\b", new, text)
+    text = text.replace("# the bug: the ragged K tile is never added", "# step through K")
+    return text.replace("    rows, inner = lhs.shape\n", "    assert tile_size > 0\n    rows, inner = lhs.shape\n")  # fmt: skip
+
+
+def _near_copy_of_reference() -> str:
+    """The reference solution with its comments stripped and blank lines doubled."""
+    lines = [re.sub(r"\s+#.*$", "", line) for line in REF.read_text().splitlines()]
+    return "\n".join(line if line.strip() else "\n" for line in lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The class folder, graded once through the CLI; tests read its outputs."""
+    top = tmp_path_factory.mktemp("class")
+    subs, out = top / "submissions", top / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(BASE.read_text())
+    (subs / "bob.py").write_text(BOB.read_text())
+    (subs / "carol.py").write_text(CRASH)
+    (subs / "dave.py").write_text(HANG)
+    assert main(["release", "17", "--out", str(subs / "erin")]) == 0  # all stubs, in a folder
+    (subs / "frank.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))  # fmt: skip
+    (subs / "grace.py").write_text(_near_copy_of_bob())
+    (subs / "heidi.py").write_text(_near_copy_of_reference())
+    (subs / "liam.py").write_text("def tiled_matmul(:\n    pass\n")
+    (subs / "mia").mkdir()  # a folder with nothing to grade
+    (subs / "mia" / "notes.txt").write_text("forgot the code")
+    (subs / "README.txt").write_text("not a submission")
+    (top / "points.toml").write_text(POINTS_TOML)
+    argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "2", "--timeout", "1",
+            "--points", str(top / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    return {"top": top, "subs": subs, "out": out, "argv": argv}
+
+
+def _rows(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "gradebook.csv", newline="") as fh:
+        return {r["student"]: r for r in csv.DictReader(fh)}
+
+
+# Where every call crashes or hangs, "inputs not mutated" is the milestone's business (today it
+# passes vacuously; a "not_run" status is planned): for those rows only the check count is free,
+# and the score must be 2 points per passing check.
+VACUOUS = ("carol", "dave")
+# student: verdict, cases passed/total, checks passed/total, score/max, error (derived by hand:
+# bob drops every case whose K is not a multiple of the tile: 15 of the 18 matmul cases; 1 point
+# per case, 2 per check, 0 per hidden case).
+EXPECTED = {
+    "alice": ("PASS", 30, 30, 6, 6, 42, 42, ""),
+    "bob": ("NOT_PASSED", 15, 30, 5, 6, 25, 42, ""),  # plain NumPy conv: the backward check fails
+    "carol": ("NOT_PASSED", 0, 30, None, 6, None, 42, ""),  # None: see VACUOUS
+    "dave": ("NOT_PASSED", 0, 30, None, 6, None, 42, ""),
+    "frank": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "a notebook: grade notebooks with --notebook"),
+    "grace": ("NOT_PASSED", 15, 30, 5, 6, 25, 42, ""),
+    "heidi": ("PASS", 30, 30, 6, 6, 42, 42, ""),
+    "liam": ("NOT_PASSED", 0, 30, 0, 0, 0, 30, ""),
+    "mia": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "no acceleration.py in the folder"),
+}
+_COLS = ("verdict", "cases_passed", "cases_total", "checks_passed", "checks_total", "score",
+         "max_score", "error")  # fmt: skip
+
+
+def test_gradebook_rows_are_exact(klass: dict[str, Path]) -> None:
+    rows = _rows(klass["out"])
+    assert set(rows) == {*EXPECTED, "erin"}  # README.txt is not a student
+    for student, want in EXPECTED.items():
+        got = tuple(
+            rows[student][c] if v is not None else None for c, v in zip(_COLS, want, strict=True)
+        )
+        assert got == tuple(None if v is None else str(v) for v in want), student
+    for student in VACUOUS:
+        assert int(rows[student]["checks_passed"]) <= 1
+        assert int(rows[student]["score"]) == 2 * int(rows[student]["checks_passed"])
+    # The all-stubs student: INCOMPLETE, no case passes (its checks are the milestone's business).
+    assert (rows["erin"]["verdict"], rows["erin"]["cases_passed"]) == ("INCOMPLETE", "0")
+    for student in ("alice", "heidi"):  # a correct solution passes the hidden cases too
+        assert rows[student]["hidden_passed"] == rows[student]["hidden_total"]
+    assert float(rows["alice"]["seconds"]) > 0
+
+
+def test_every_student_has_a_milestone_json(klass: dict[str, Path]) -> None:
+    from tinytorch.milestone07 import validate
+
+    for student in (*EXPECTED, "erin"):
+        doc = json.loads((klass["out"] / "results" / f"{student}.json").read_text())
+        if doc.get("cases"):  # graded by the milestone (frank and mia had nothing to grade)
+            validate(doc)  # the milestone's own schema
+            assert doc["grader"]["returncode"] in (0, 1) and doc["grader"]["killed"] == ""
+    crash = json.loads((klass["out"] / "results" / "carol.json").read_text())
+    assert {c["status"] for c in crash["cases"]} == {"crash"}
+    hang = json.loads((klass["out"] / "results" / "dave.json").read_text())
+    assert "timeout" in {c["status"] for c in hang["cases"]}
+
+
+def test_similarity_flags_the_two_near_copies_only(klass: dict[str, Path]) -> None:
+    page = (klass["out"] / "class_report.html").read_text()
+    assert "bob ~ grace" in page and f"heidi ~ {REFERENCE}" in page
+    subs = klass["subs"]
+    sources = {p.stem: p.read_text() for p in subs.glob("*.py")}
+    ref = REF.read_text()
+    flags = similarity_flags(sources, ref, make_student_source(ref))
+    assert {(f.a, f.b) for f in flags} == {("bob", "grace"), ("heidi", REFERENCE)}
+    by_pair = {(f.a, f.b): f for f in flags}
+    assert 0.9 <= by_pair[("bob", "grace")].score < 1.0  # one extra line
+    assert by_pair[("bob", "grace")].a_lines  # matching regions are marked
+    assert "<mark>" in page
+
+
+def test_report_figures_exist_and_are_not_empty(klass: dict[str, Path]) -> None:
+    figs = klass["out"] / "figures"
+    for name in ("pass_rate", "case_failures", "function_verdicts"):
+        png = (figs / f"{name}.png").read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 5000, name
+    page = (klass["out"] / "class_report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3  # self-contained
+    assert "Most common lessons" in page and "The result leaves out the ragged last k-tile" in page
+
+
+def test_resume_skips_what_is_done_and_regrades_a_resubmission(klass: dict[str, Path]) -> None:
+    seen: dict[str, int] = {}
+    graded: list[str] = []
+
+    def on_start(total: int, resumed: int) -> None:
+        seen.update(total=total, resumed=resumed)
+
+    kwargs = {"jobs": 2, "case_timeout": 1.0, "on_start": on_start}
+    grade_class(klass["subs"], klass["out"], progress=lambda s, d: graded.append(s), **kwargs)
+    assert seen == {"total": 10, "resumed": 10} and graded == []
+    (klass["subs"] / "bob.py").write_text(BOB.read_text() + "\n# resubmitted\n")
+    run = grade_class(klass["subs"], klass["out"], progress=lambda s, d: graded.append(s), **kwargs)
+    assert graded == ["bob"] and run.docs["bob"]["verdict"] == "NOT_PASSED"
+
+
+def test_a_hostile_submission_does_not_change_another_students_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(BASE.read_text())
+    (subs / "bob.py").write_text(BOB.read_text())
+    # bart is graded after alice and before bob (one job, student order) and, on import, rewrites
+    # every other submission and every result file it finds.
+    hostile = (
+        f"""import pathlib
+for p in pathlib.Path({str(subs)!r}).glob("*.py"):
+    if p.name != "bart.py":
+        p.write_text("raise SystemExit('overwritten by bart')\\n")
+for p in pathlib.Path({str(out)!r}).rglob("*.json"):
+    p.write_text("{{}}")
+"""
+        + STUBS
+    )
+    (subs / "bart.py").write_text(hostile)
+    (tmp_path / "points.toml").write_text(POINTS_TOML)
+    argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "1", "--timeout", "1",
+            "--points", str(tmp_path / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    assert "overwritten by bart" in (subs / "bob.py").read_text()  # the attack did happen
+    assert "results/alice.json was changed during the run; restored" in capsys.readouterr().out
+    rows = _rows(out)
+    for student in ("alice", "bob"):
+        assert tuple(rows[student][c] for c in _COLS) == tuple(str(v) for v in EXPECTED[student])
+        doc = json.loads((out / "results" / f"{student}.json").read_text())
+        assert doc["verdict"] == EXPECTED[student][0]
+
+
+def test_a_run_past_its_wall_timeout_is_killed_with_its_tree(tmp_path: Path) -> None:
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"  # fmt: skip
+    run = run_tree([sys.executable, "-c", code], tmp_path / "log", wall_timeout=1.5)
+    assert run.killed == "timeout" and run.returncode is None and run.seconds < 10
+    assert run.peak_mb > 0
+
+
+def test_an_output_flood_is_stopped(tmp_path: Path) -> None:
+    code = "import sys\nwhile True: sys.stdout.write('x' * 65536)"
+    run = run_tree([sys.executable, "-c", code], tmp_path / "log", max_log_bytes=1 << 20)
+    assert run.killed == "flood"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("case = 'one'\n", "case must be a number >= 0"),
+        ("cases = 3\n", "[cases] must be a table"),
+        ("bonus = 1\n", "unknown keys ['bonus']"),
+        ("case = \n", "not valid TOML"),
+    ],
+)
+def test_a_bad_points_file_is_a_usage_error_naming_it(
+    tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "points.toml"
+    bad.write_text(text)
+    assert main(["grade-class", str(tmp_path), "--out", str(tmp_path / "o"), "--points", str(bad)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert message in err and str(bad) in err
+
+
+def test_points_overrides_by_name(tmp_path: Path) -> None:
+    cfg = tmp_path / "points.json"
+    cfg.write_text(json.dumps({"check": 3, "checks": {"tiling audit": 10}}))
+    points = load_points(cfg)
+    assert (points.of("check", "tiling audit"), points.of("check", "im2col layout")) == (10, 3)
+    assert points.of("case", "tiled_matmul/k1/tile7") == 1  # the documented default
+
+
+def test_a_missing_class_folder_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    assert main(["grade-class", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_the_cli_is_registered() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tinytorch.cli.main", "grade-class", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "--jobs" in done.stdout and "--points" in done.stdout
+
+
+def test_notebook_and_percent_submissions_with_notebook(tmp_path: Path) -> None:
+    import nbformat
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Module 17"),
+        nbformat.v4.new_code_cell("#| export\n" + BASE.read_text()),
+        nbformat.v4.new_code_cell("raise SystemExit('scratch work: never exported, never run')"),
+    ]
+    nbformat.write(nb, str(subs / "nina.ipynb"))
+    percent = "# %%\n#| default_exp perf.acceleration\n\n# %%\n#| export\n" + BOB.read_text()
+    (subs / "olga.py").write_text(percent + "\n# %%\nprint(tiled_matmul)  # not exported\n")
+    (tmp_path / "points.toml").write_text(POINTS_TOML)
+    argv = ["grade-class", str(subs), "--out", str(out), "--notebook", "--timeout", "1",
+            "--points", str(tmp_path / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    rows = _rows(out)
+    want = {"nina": EXPECTED["alice"], "olga": EXPECTED["bob"]}
+    for student, expected in want.items():
+        assert tuple(rows[student][c] for c in _COLS) == tuple(str(v) for v in expected), student
+    page = (out / "class_report.html").read_text()
+    assert "No flags." in page  # alice's code and bob's code are not alike
+
+
+def test_a_run_killed_at_the_wall_timeout_is_a_named_error_row(tmp_path: Path) -> None:
+    from tinytorch.classroom.formats import gradebook_row
+    from tinytorch.classroom.runner import grade_submission
+
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import time\n\ntime.sleep(120)\n")
+    doc, run = grade_submission(sleeper, tmp_path / "work", wall_timeout=1.5)
+    assert run.killed == "timeout" and doc["verdict"] == "ERROR"
+    row = gradebook_row("sleeper", doc, load_points(None))
+    assert row["error"] == "the grader was stopped after 2 s (the whole run, not one case)"
+    assert (row["score"], row["max_score"]) == (0, 0)
+
+
+def test_the_gflops_figure_with_part_b(tmp_path: Path) -> None:
+    from tinytorch.classroom.report import figures
+
+    def doc(gflops: float) -> dict:
+        row = {"problem": "gemm 1024x1024x1024", "backend": "student", "status": "ok", "gflops": gflops}  # fmt: skip
+        return {"verdict": "PASS", "cases": [], "checks": [], "part_b": {"rows": [row]}}
+
+    figs = figures({f"s{i}": doc(1.0 + i) for i in range(8)}, tmp_path, part_b=True)
+    png = figs["gflops"].read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+    assert "gflops" not in figures({"s": doc(1.0)}, tmp_path / "b", part_b=False)
+
+
+def test_grading_as_root_says_whether_it_dropped_privileges() -> None:
+    import os
+
+    from tinytorch.classroom.autograder import GRADER_USER, unprivileged
+
+    kwargs, how = unprivileged()
+    if os.geteuid() != 0:
+        assert kwargs == {} and how.startswith("already unprivileged")
+    elif kwargs:
+        assert how.startswith(f"as {GRADER_USER}") and kwargs["user"] != 0
+    else:  # root without the user, or a Python other users cannot run: said, not hidden
+        assert how.startswith("running as root:") and GRADER_USER in how
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_what_is_done(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(BASE.read_text())
+    (subs / "dave.py").write_text(HANG)  # 5 s per case: still running when Ctrl-C comes
+    cmd = [sys.executable, "-m", "tinytorch.cli.main", "grade-class", str(subs), "--out", str(out),
+           "--jobs", "2", "--timeout", "5"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "results" / "alice.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (out / "results" / "alice.json").exists()
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted" in stdout
+    assert set(_rows(out)) == {"alice"} and not (out / "results" / "dave.json").exists()
+    import psutil
+
+    left = [p for p in psutil.process_iter(["cmdline"]) if str(out) in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+    assert left == []  # dave's milestone run was killed, not left behind

@@ -1,0 +1,195 @@
+"""Gradescope's autograder zip and the grading entry point that Gradescope and PrairieLearn run.
+
+`build_gradescope_zip` writes setup.sh, run_autograder, the package source and the points config.
+`run_platform("gradescope")` grades what is in ROOT/submission (ROOT: $AUTOGRADER_ROOT, default
+/autograder) and writes ROOT/results/results.json; `run_platform("prairielearn")` grades
+ROOT/student (default /grade) into ROOT/results/results.json. Both grade in grading mode, as an
+unprivileged user when started as root, and always write a results file: a submission that cannot
+be graded gets score 0 and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tinytorch.classroom.formats import gradescope_results, prairielearn_results
+from tinytorch.classroom.runner import error_doc, grade_submission
+from tinytorch.classroom.scoring import Points, load_points
+from tinytorch.classroom.submissions import find_module
+
+GRADER_USER = "tinytorch-grader"
+VENV = "/opt/tinytorch"
+# Gradescope's default container: 768 MB and half a vCPU; a run that reaches this is stopped.
+TREE_LIMIT_MB = 700.0
+WALL_LIMIT_S = 480.0  # under Gradescope's default 10 min timeout
+ROOTS = {"gradescope": ("/autograder", "submission"), "prairielearn": ("/grade", "student")}
+_REPO = Path(__file__).resolve().parents[2]
+_SOURCE_PARTS = ("pyproject.toml", "README.md", "tinytorch", "extensions")
+
+SETUP_SH = f"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image (Ubuntu).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends python3 python3-venv python3-pip g++
+python3 -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is needed"'
+python3 -m venv {VENV}
+{VENV}/bin/pip install --no-cache-dir /autograder/source/tinytorch-src
+id -u {GRADER_USER} >/dev/null 2>&1 || useradd --system --no-create-home {GRADER_USER}
+"""
+
+RUN_AUTOGRADER = f"""#!/usr/bin/env bash
+# Gradescope runs this once per submission. TINYTORCH_PYTHON and AUTOGRADER_ROOT are for testing.
+exec "${{TINYTORCH_PYTHON:-{VENV}/bin/python}}" -m tinytorch.cli.main autograder run gradescope
+"""
+
+
+def build_gradescope_zip(
+    out: str | Path, *, points_file: str | Path | None = None, part_b: bool = False
+) -> Path:
+    """Write the autograder zip (setup.sh and run_autograder at its root); the zip's path."""
+    points = load_points(points_file)  # fail here, not in Gradescope, on a bad points file
+    config = {
+        "part_b": part_b,
+        "points": {"case": points.case, "check": points.check, "hidden_case": points.hidden_case},
+        "overrides": points.overrides,
+    }
+    out = Path(out)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o755 | stat.S_IFREG) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, text)
+        zf.writestr("config.json", json.dumps(config, indent=2) + "\n")
+        for part in _SOURCE_PARTS:
+            path = _REPO / part
+            files = [path] if path.is_file() else sorted(path.rglob("*"))
+            for f in files:
+                if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".so", ".o"):
+                    zf.write(f, f"tinytorch-src/{f.relative_to(_REPO)}")
+    return out
+
+
+def _config(root: Path) -> tuple[Points, bool]:
+    path = root / "source" / "config.json"
+    if not path.exists():
+        return Points(), False
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    base = raw.get("points", {})
+    return Points(**base, overrides=raw.get("overrides", {})), bool(raw.get("part_b", False))
+
+
+def _world_usable(path: Path) -> bool:
+    """Every folder above `path` can be entered by any user, and `path` can be read by any user."""
+    path = path.resolve()
+    for parent in path.parents:
+        if not parent.stat().st_mode & stat.S_IXOTH:
+            return False
+    return bool(path.stat().st_mode & stat.S_IROTH)
+
+
+def unprivileged() -> tuple[dict[str, Any], str]:
+    """(Popen kwargs that drop to GRADER_USER, a line saying what was done)."""
+    if os.geteuid() != 0:
+        return {}, f"already unprivileged (uid {os.geteuid()})"
+    try:
+        user = pwd.getpwnam(GRADER_USER)
+    except KeyError:
+        return {}, f"running as root: no user {GRADER_USER} (setup.sh creates it)"
+    import tinytorch
+
+    for needed in (Path(sys.executable), Path(tinytorch.__file__)):
+        if not _world_usable(needed):
+            return {}, f"running as root: {needed} is not readable by {GRADER_USER}"
+    kwargs = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+    return kwargs, f"as {GRADER_USER} (uid {user.pw_uid})"
+
+
+def grade_platform_submission(
+    folder: Path, *, part_b: bool = False, wall_timeout: float = WALL_LIMIT_S
+) -> tuple[dict[str, Any], str]:
+    """Grade the submission found in `folder` (any accepted format); (doc, how it was run)."""
+    impl, why = find_module(folder, notebook=True) if folder.is_dir() else (None, "")
+    if impl is None:
+        return error_doc(str(folder), "INCOMPLETE", why or f"no submission folder {folder}"), ""
+    drop, how = unprivileged()
+    private = Path(tempfile.mkdtemp(prefix="tinytorch-grade-"))
+    try:
+        # The folder holding the file travels with it (a helper module beside it still imports).
+        shutil.copytree(impl.parent, private / "submission")
+        copy = private / "submission" / impl.name
+        env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
+        env["HOME"] = str(private)
+        if drop:
+            for p in (private, *private.rglob("*")):
+                os.chown(p, drop["user"], drop["group"])
+        doc, _run = grade_submission(
+            copy,
+            private,
+            part_b=part_b,
+            wall_timeout=wall_timeout,
+            max_tree_mb=TREE_LIMIT_MB,
+            popen_kwargs=drop,
+            env=env,
+        )
+        doc["impl"] = impl.name
+        doc.setdefault("warnings", [])
+        return doc, how
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def run_platform(platform: str, root: str | Path | None = None) -> Path:
+    """Grade ROOT's submission and write ROOT/results/results.json; never raises for a student."""
+    if platform not in ROOTS:
+        raise ValueError(f"platform must be one of {sorted(ROOTS)}, got {platform!r}")
+    default_root, sub_dir = ROOTS[platform]
+    root = Path(root or os.environ.get("AUTOGRADER_ROOT") or default_root)
+    results = root / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    how = ""
+    try:
+        points, part_b = _config(root)
+        doc, how = grade_platform_submission(root / sub_dir, part_b=part_b)
+    except Exception as exc:  # noqa: BLE001 - any grader failure still yields results.json
+        traceback.print_exc()
+        points, doc = Points(), error_doc(str(root / sub_dir), "ERROR", f"grader error: {exc}")
+    grader = doc.setdefault("grader", {})
+    grader["seconds"] = round(time.monotonic() - start, 3)
+    own_mb = psutil.Process().memory_info().rss / 2**20  # this process, beside the graded tree
+    grader["tree_peak_mb"] = round(own_mb + grader.get("peak_mb", 0.0), 1)
+    if platform == "gradescope":
+        out = gradescope_results(doc, points)
+        out["extra_data"] = {
+            "verdict": doc["verdict"],
+            "peak_mb": grader["tree_peak_mb"],
+            "seconds": grader["seconds"],
+            "user": how,
+        }
+    else:
+        out = prairielearn_results(doc, points)
+    path = results / "results.json"
+    tmp = results / ".results.json.tmp"
+    tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    print(out.get("output", ""))
+    print(
+        f"\n[autograder] verdict {doc['verdict']}, {grader['seconds']:.1f} s, peak memory of the "
+        f"process tree {grader['tree_peak_mb']:.0f} MB, graded {how or 'nothing'}; wrote {path}"
+    )
+    return path

@@ -1,0 +1,198 @@
+"""`tito grade-class`: grade every submission of a class folder in parallel, resumably.
+
+Layout of the output folder DIR:
+    results/<student>.json   the milestone's JSON for that student (plus "grader": the run itself)
+    logs/<student>.log       what the milestone run printed
+    gradebook.csv            one row per student (formats.GRADEBOOK_COLUMNS)
+    class_report.html        self-contained; its figures are also figures/*.png
+
+Each student's file is read into memory when the run starts and graded from a fresh private copy,
+and each result is kept in memory once graded: a submission that rewrites files on disk changes
+neither what another student is graded on nor another student's gradebook row.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import hashlib
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinytorch.classroom.formats import GRADEBOOK_COLUMNS, gradebook_row
+from tinytorch.classroom.runner import WALL_TIMEOUT_S, error_doc, grade_submission
+from tinytorch.classroom.scoring import Points
+from tinytorch.classroom.submissions import Submission, discover, source_text
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS has no sched_getaffinity
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class ClassRun:
+    """What a class run did: every student's doc, in student order, and what was skipped."""
+
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # student -> graded Python source
+    resumed: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def rows(self, points: Points) -> list[dict[str, Any]]:
+        return [gradebook_row(s, d, points) for s, d in sorted(self.docs.items())]
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def write_gradebook(path: Path, rows: list[dict[str, Any]]) -> None:
+    """gradebook.csv with GRADEBOOK_COLUMNS, one row per student."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=GRADEBOOK_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _load_done(path: Path, sub: Submission) -> dict[str, Any] | None:
+    """A previous result that is newer than the submission, if it reads back."""
+    try:
+        if path.stat().st_mtime <= sub.mtime():
+            return None
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and "verdict" in doc else None
+
+
+def _snapshot(sub: Submission) -> bytes | None:
+    try:
+        return sub.impl.read_bytes() if sub.impl else None
+    except OSError:
+        return None
+
+
+def grade_class(
+    submissions: str | Path,
+    out: str | Path,
+    *,
+    jobs: int | None = None,
+    notebook: bool = False,
+    part_b: bool = False,
+    force: bool = False,
+    case_timeout: float | None = None,
+    wall_timeout: float = WALL_TIMEOUT_S,
+    progress: Callable[[str, dict[str, Any]], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+) -> ClassRun:
+    """Grade every entry of `submissions` into `out`; Ctrl-C stops and keeps what is done.
+
+    `on_start(total, resumed)` is called once, then `progress(student, doc)` per graded student.
+    """
+    subs = discover(submissions, notebook=notebook)
+    out = Path(out)
+    results, logs, work = out / "results", out / "logs", out / ".work"
+    for d in (results, logs, work):
+        d.mkdir(parents=True, exist_ok=True)
+    run = ClassRun()
+    todo: list[tuple[Submission, bytes | None]] = []
+    for sub in subs:
+        blob = _snapshot(sub)  # what this student is graded on and compared by, read once
+        if blob is not None:
+            run.sources[sub.student] = _source(sub, blob)
+        done = None if force else _load_done(results / f"{sub.student}.json", sub)
+        if done is not None:
+            run.docs[sub.student] = done
+            run.resumed.append(sub.student)
+        else:
+            todo.append((sub, blob))
+    if on_start:
+        on_start(len(subs), len(run.resumed))
+    stop = threading.Event()
+    digests: dict[str, str] = {}
+
+    def one(sub: Submission, blob: bytes | None) -> dict[str, Any]:
+        if sub.impl is None or blob is None:
+            why = sub.problem or f"cannot read {sub.impl}"
+            return error_doc(str(sub.entry), "INCOMPLETE", why)
+        private = work / sub.student
+        shutil.rmtree(private, ignore_errors=True)
+        private.mkdir(parents=True)
+        copy = private / sub.impl.name
+        copy.write_bytes(blob)
+        doc, _run = grade_submission(
+            copy,
+            private,
+            part_b=part_b,
+            case_timeout=case_timeout,
+            wall_timeout=wall_timeout,
+            stop=stop,
+            log_path=logs / f"{sub.student}.log",
+        )
+        doc["impl"] = str(sub.impl)
+        shutil.rmtree(private, ignore_errors=True)
+        return doc
+
+    pool = cf.ThreadPoolExecutor(max_workers=jobs or usable_cpus())
+    futures = {pool.submit(one, sub, blob): sub for sub, blob in todo}
+    pending = set(futures)
+    try:
+        while pending:
+            finished, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+            for fut in finished:
+                sub = futures[fut]
+                doc = fut.result()
+                if (doc.get("grader") or {}).get("killed") == "interrupted":
+                    continue
+                run.docs[sub.student] = doc
+                path = results / f"{sub.student}.json"
+                _write_json(path, doc)
+                digests[sub.student] = _digest(path)
+                if progress:
+                    progress(sub.student, doc)
+    except KeyboardInterrupt:
+        run.interrupted = True
+        stop.set()
+        for fut in pending:
+            fut.cancel()
+    finally:
+        pool.shutdown(wait=True)
+    for student, digest in digests.items():  # a result rewritten by a later submission
+        path = results / f"{student}.json"
+        if _digest(path) != digest:
+            _write_json(path, run.docs[student])
+            run.warnings.append(f"results/{student}.json was changed during the run; restored")
+    shutil.rmtree(work, ignore_errors=True)
+    return run
+
+
+def _source(sub: Submission, blob: bytes) -> str:
+    """What similarity compares: the graded source (a notebook's exported cells)."""
+    if sub.impl is not None and (sub.impl.suffix == ".ipynb" or b"#|" in blob or b"# |" in blob):
+        return source_text(sub.impl)
+    return blob.decode("utf-8", errors="replace")

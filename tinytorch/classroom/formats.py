@@ -1,0 +1,184 @@
+"""One conversion layer: a milestone JSON doc -> gradebook row, Gradescope or PrairieLearn results.
+
+Every number comes from `scoring.score_items`, so the three always agree on the points.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinytorch.classroom.scoring import Item, Points, score_items, total
+
+GRADEBOOK_COLUMNS = (
+    "student", "verdict", "cases_passed", "cases_total", "checks_passed", "checks_total",
+    "hidden_passed", "hidden_total", "score", "max_score", "seconds", "error",
+)  # fmt: skip
+LEADERBOARD_PROBLEM = "gemm 1024x1024x1024"
+_TITLES = {"case": "case", "check": "deeper check", "hidden_case": "hidden case"}
+
+
+def _count(items: list[Item], kind: str) -> tuple[int, int]:
+    mine = [i for i in items if i.kind == kind]
+    return sum(i.passed for i in mine), len(mine)
+
+
+def _points(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else round(x, 3)
+
+
+def gradebook_row(student: str, doc: dict[str, Any], points: Points) -> dict[str, Any]:
+    """One gradebook.csv row (GRADEBOOK_COLUMNS) for a student's doc."""
+    items = score_items(doc, points)
+    earned, possible = total(items)
+    (cp, ct), (kp, kt), (hp, ht) = (_count(items, k) for k in ("case", "check", "hidden_case"))
+    seconds = (doc.get("grader") or {}).get("seconds", doc.get("seconds", 0.0))
+    return {
+        "student": student,
+        "verdict": doc["verdict"],
+        "cases_passed": cp,
+        "cases_total": ct,
+        "checks_passed": kp,
+        "checks_total": kt,
+        "hidden_passed": hp,
+        "hidden_total": ht,
+        "score": _points(earned),
+        "max_score": _points(possible),
+        "seconds": round(float(seconds or 0.0), 1),
+        "error": doc.get("error", ""),
+    }
+
+
+def tiled_matmul_gflops(doc: dict[str, Any], problem: str = LEADERBOARD_PROBLEM) -> float | None:
+    """The student's tiled_matmul GFLOP/s on `problem` from Part B, when it ran and was ok."""
+    for row in (doc.get("part_b") or {}).get("rows", []):
+        if row["backend"] == "student" and row["problem"] == problem and row["status"] == "ok":
+            return row.get("gflops")
+    return None
+
+
+def summary_text(doc: dict[str, Any], items: list[Item], *, hidden_details: bool) -> str:
+    """What the student reads: verdict, counts, what failed and the lesson; hidden cases withheld
+    unless `hidden_details`."""
+    earned, possible = total(items)
+    verdict = doc["verdict"].replace("_", " ")
+    lines = [f"Milestone 07: {verdict}  ({_points(earned)}/{_points(possible)} points)"]
+    if doc.get("error"):
+        lines.append(f"Not graded: {doc['error']}")
+    for kind in ("case", "check"):
+        passed, n = _count(items, kind)
+        if n:
+            lines.append(f"{_TITLES[kind]}s: {passed}/{n} passed")
+    hidden = [i for i in items if i.kind == "hidden_case"]
+    if hidden and hidden_details:
+        lines.append(f"hidden cases: {sum(i.passed for i in hidden)}/{len(hidden)} passed")
+    elif hidden:
+        lines.append(f"{len(hidden)} hidden cases: their results are shown after the due date")
+    for item in items:
+        if not item.passed and (item.kind != "hidden_case" or hidden_details):
+            lines.append(f"  {item.status.upper():<10} {item.name}: {item.detail}")
+            if item.lesson:
+                lines.append(f"             lesson: {item.lesson}")
+    for missing in doc.get("missing", []):
+        lines.append(f"  still to write: {missing}")
+    for warning in doc.get("warnings", []):
+        lines.append(f"  warning: {warning}")
+    return "\n".join(lines)
+
+
+def _item_output(item: Item) -> str:
+    text = item.detail
+    if item.lesson:
+        text += f"\nlesson: {item.lesson}"
+    return text
+
+
+def gradescope_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
+    """Gradescope's results.json: one test per case, check and hidden case (after_due_date)."""
+    items = score_items(doc, points)
+    earned, _possible = total(items)
+    numbers = {"case": 1, "check": 2, "hidden_case": 3}
+    seen = dict.fromkeys(numbers, 0)
+    tests = []
+    for item in items:
+        seen[item.kind] += 1
+        tests.append(
+            {
+                "name": item.name if item.kind != "check" else f"deeper check: {item.name}",
+                "number": f"{numbers[item.kind]}.{seen[item.kind]}",
+                "score": _points(item.earned),
+                "max_score": _points(item.max_points),
+                "status": "passed" if item.passed else "failed",
+                "output": _item_output(item),
+                "visibility": "after_due_date" if item.kind == "hidden_case" else "visible",
+                "tags": [item.kind],
+            }
+        )
+    if not items:  # nothing was graded: say why, worth nothing
+        tests.append(
+            {
+                "name": "the submission could be graded",
+                "number": "0.1",
+                "score": 0,
+                "max_score": 0,
+                "status": "failed",
+                "output": doc.get("error") or "; ".join(doc.get("missing", [])) or doc["verdict"],
+                "visibility": "visible",
+            }
+        )
+    seconds = (doc.get("grader") or {}).get("seconds", doc.get("seconds", 0.0)) or 0.0
+    out: dict[str, Any] = {
+        "score": _points(earned),
+        "execution_time": round(float(seconds), 1),
+        "output": summary_text(doc, items, hidden_details=False),
+        "output_format": "text",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+    gflops = tiled_matmul_gflops(doc)
+    if gflops is not None:
+        out["leaderboard"] = [
+            {"name": "tiled_matmul GFLOP/s (1024)", "value": round(gflops, 2), "order": "desc"}
+        ]
+    return out
+
+
+def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
+    """PrairieLearn's external-grader results.json. PrairieLearn shows every test at once, so the
+    hidden cases are one aggregate test (how many passed, no details)."""
+    items = score_items(doc, points)
+    earned, possible = total(items)
+    tests = [
+        {
+            "name": item.name if item.kind == "case" else f"deeper check: {item.name}",
+            "points": _points(item.earned),
+            "max_points": _points(item.max_points),
+            "message": item.detail,
+            "output": item.lesson,
+        }
+        for item in items
+        if item.kind != "hidden_case"
+    ]
+    hidden = [i for i in items if i.kind == "hidden_case"]
+    if hidden:
+        h_earned, h_possible = total(hidden)
+        passed = sum(i.passed for i in hidden)
+        tests.append(
+            {
+                "name": "hidden cases",
+                "points": _points(h_earned),
+                "max_points": _points(h_possible),
+                "message": f"{passed}/{len(hidden)} hidden cases passed",
+                "output": "",
+            }
+        )
+    gradable = doc["verdict"] != "ERROR"
+    out: dict[str, Any] = {
+        "gradable": gradable,
+        "score": round(earned / possible, 6) if possible else 0.0,
+        "message": summary_text(doc, items, hidden_details=False).splitlines()[0],
+        "output": summary_text(doc, items, hidden_details=False),
+        "tests": tests,
+    }
+    if not gradable:
+        out["message"] = f"Not graded: {doc.get('error') or 'internal grader error'}"
+    return out

@@ -1,0 +1,250 @@
+"""Grade one submission as its own process tree: `tito milestone run 07 --grading --json OUT`.
+
+Each student gets a fresh `python -m tinytorch.cli.main` process (its own session), so nothing a
+submission does can reach another's grading. The parent watches the tree: a wall timeout, an
+output flood or a memory flood kills the whole tree and yields a named result. The tree's peak
+resident memory (the sum over every live process, sampled) is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tinytorch.milestone07.schema import SCHEMA_VERSION
+
+WALL_TIMEOUT_S = 300.0  # per submission, the whole milestone run
+MAX_LOG_BYTES = 4 * 1024 * 1024  # more output than this is a flood
+MAX_TREE_MB = 2048.0  # more resident memory than this (whole tree) is a memory flood
+_POLL_S = 0.05
+
+
+@dataclass
+class TreeRun:
+    """How one watched process tree ended."""
+
+    returncode: int | None  # None when the parent killed it
+    seconds: float
+    peak_mb: float
+    killed: str = ""  # "" | "timeout" | "flood" | "memory" | "interrupted"
+
+
+def milestone_command(
+    impl: str | Path,
+    json_path: str | Path,
+    *,
+    part_b: bool = False,
+    grading: bool = True,
+    case_timeout: float | None = None,
+    fmt: str | None = None,
+) -> list[str]:
+    """The argv that grades `impl` once and writes its result to `json_path`."""
+    cmd = [sys.executable, "-m", "tinytorch.cli.main", "milestone", "run", "07"]
+    cmd += ["--impl", str(impl), "--json", str(json_path)]
+    if not part_b:
+        cmd.append("--no-part-b")
+    if grading:
+        cmd.append("--grading")
+    if case_timeout is not None:
+        cmd += ["--timeout", str(case_timeout)]
+    if fmt is not None:
+        cmd += ["--format", fmt]
+    return cmd
+
+
+def _tree(root: psutil.Process, known: dict[int, psutil.Process]) -> list[psutil.Process]:
+    """The live tree under `root`, remembering every process seen (a child that re-parents or
+    starts its own session is still killed at the end)."""
+    try:
+        for p in [root, *root.children(recursive=True)]:
+            known.setdefault(p.pid, p)
+    except psutil.Error:
+        pass
+    return [p for p in known.values() if p.is_running()]
+
+
+def _rss_mb(procs: list[psutil.Process]) -> float:
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total / 2**20
+
+
+def _kill(proc: subprocess.Popen, known: dict[int, psutil.Process]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in list(known.values()):
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    proc.wait()
+    psutil.wait_procs(list(known.values()), timeout=2)
+
+
+def run_tree(
+    cmd: list[str],
+    log_path: Path,
+    *,
+    wall_timeout: float = WALL_TIMEOUT_S,
+    max_log_bytes: int = MAX_LOG_BYTES,
+    max_tree_mb: float = MAX_TREE_MB,
+    stop: threading.Event | None = None,
+    env: dict[str, str] | None = None,
+    popen_kwargs: dict[str, Any] | None = None,
+) -> TreeRun:
+    """Run `cmd` in its own session with output to `log_path`; watch, measure, kill if needed."""
+    start = time.monotonic()
+    known: dict[int, psutil.Process] = {}
+    peak = 0.0
+    killed = ""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            **(popen_kwargs or {}),
+        )
+        try:
+            root = psutil.Process(proc.pid)
+        except psutil.Error:
+            root = None
+        while True:
+            try:
+                proc.wait(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            live = _tree(root, known) if root else []
+            peak = max(peak, _rss_mb(live))
+            if stop is not None and stop.is_set():
+                killed = "interrupted"
+            elif time.monotonic() - start > wall_timeout:
+                killed = "timeout"
+            elif log_path.stat().st_size > max_log_bytes:
+                killed = "flood"
+            elif peak > max_tree_mb:
+                killed = "memory"
+            if killed:
+                break
+        _kill(proc, known)  # also reaps any grandchild the milestone left behind
+    seconds = time.monotonic() - start
+    return TreeRun(None if killed else proc.returncode, seconds, peak, killed)
+
+
+def error_doc(impl: str, verdict: str, error: str) -> dict[str, Any]:
+    """A milestone-shaped result for a submission the milestone produced no result for."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "milestone": "07",
+        "verdict": verdict,
+        "impl": impl,
+        "seed": 0,
+        "grading": True,
+        "summary": {"cases_passed": 0, "cases_total": 0, "checks_passed": 0, "checks_total": 0},
+        "missing": [error] if verdict == "INCOMPLETE" else [],
+        "cases": [],
+        "checks": [],
+        "hidden_cases": [],
+        "isolation": {},
+        "warnings": [],
+        "part_b": None,
+        "environment": None,
+        "error": error,
+    }
+
+
+_KILLED = {
+    "timeout": "the grader was stopped after {limit:.0f} s (the whole run, not one case)",
+    "flood": "the submission flooded the output (over {mb:.0f} MB); the run was stopped",
+    "memory": "the submission used over {mem:.0f} MB of memory; the run was stopped",
+}
+
+
+def _tail(path: Path, lines: int = 6) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 4000))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(t.strip() for t in text.strip().splitlines()[-lines:])
+
+
+def grade_submission(
+    impl: Path,
+    work: Path,
+    *,
+    part_b: bool = False,
+    case_timeout: float | None = None,
+    wall_timeout: float = WALL_TIMEOUT_S,
+    max_tree_mb: float = MAX_TREE_MB,
+    stop: threading.Event | None = None,
+    log_path: Path | None = None,
+    popen_kwargs: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], TreeRun]:
+    """Grade one file in grading mode; always returns a doc (an ERROR doc when none came back).
+
+    The doc gains "grader": {"seconds", "peak_mb", "killed", "returncode"} (the run itself).
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=work)
+    os.close(fd)
+    os.unlink(tmp)  # the milestone writes it; its absence afterwards means no result
+    log_path = log_path or Path(tmp).with_suffix(".log")
+    cmd = milestone_command(impl, tmp, part_b=part_b, case_timeout=case_timeout)
+    run = run_tree(
+        cmd,
+        log_path,
+        wall_timeout=wall_timeout,
+        max_tree_mb=max_tree_mb,
+        stop=stop,
+        env=env,
+        popen_kwargs=popen_kwargs,
+    )
+    doc = None
+    if not run.killed and os.path.exists(tmp):
+        try:
+            with open(tmp, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as exc:
+            doc = error_doc(str(impl), "ERROR", f"the result file was unreadable: {exc}")
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    if doc is None:
+        if run.killed in _KILLED:
+            why = _KILLED[run.killed].format(
+                limit=wall_timeout, mb=MAX_LOG_BYTES / 2**20, mem=max_tree_mb
+            )
+        elif run.killed == "interrupted":
+            why = "interrupted (Ctrl-C) before the run finished"
+        else:
+            why = f"the grader exited {run.returncode} without a result: {_tail(log_path)}"
+        doc = error_doc(str(impl), "ERROR", why)
+    doc["grader"] = {
+        "seconds": round(run.seconds, 3),
+        "peak_mb": round(run.peak_mb, 1),
+        "killed": run.killed,
+        "returncode": run.returncode,
+    }
+    return doc, run

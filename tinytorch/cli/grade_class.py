@@ -1,0 +1,119 @@
+"""`tito grade-class`: grade a whole class folder in parallel (see tinytorch/classroom).
+
+    tito grade-class SUBMISSIONS --out DIR [--jobs N] [--notebook] [--part-b] [--force]
+                     [--points FILE] [--timeout S] [--wall-timeout S]
+
+Exit status: 0 every student graded (whatever their verdicts), 2 usage error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from tinytorch.classroom.classgrade import grade_class, usable_cpus, write_gradebook
+    from tinytorch.classroom.report import write_report
+    from tinytorch.classroom.scoring import load_points
+    from tinytorch.classroom.similarity import similarity_flags
+    from tinytorch.release import make_student_source, reference_path
+
+    try:
+        points = load_points(args.points)
+    except (ValueError, TypeError) as exc:
+        print(f"tito grade-class: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    out = Path(args.out)
+    jobs = args.jobs or usable_cpus()
+    bar: dict[str, Any] = {}
+    passes = [0]
+
+    def on_start(total: int, resumed: int) -> None:
+        passes[0] = 0
+        print(f"grading {total - resumed} of {total} submissions with {jobs} jobs "
+              f"({resumed} already graded; --force regrades them)", flush=True)  # fmt: skip
+        bar["tqdm"] = tqdm(total=total, initial=resumed, unit="student", file=sys.stderr)
+
+    def progress(student: str, doc: dict[str, Any]) -> None:
+        passes[0] += doc["verdict"] == "PASS"
+        bar["tqdm"].set_postfix_str(f"passes {passes[0]}, last {student}: {doc['verdict']}")
+        bar["tqdm"].update(1)
+
+    try:
+        result = grade_class(
+            args.submissions,
+            out,
+            jobs=jobs,
+            notebook=args.notebook,
+            part_b=args.part_b,
+            force=args.force,
+            case_timeout=args.timeout,
+            wall_timeout=args.wall_timeout,
+            progress=progress,
+            on_start=on_start,
+        )
+    except ValueError as exc:
+        print(f"tito grade-class: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if "tqdm" in bar:
+            bar["tqdm"].close()
+    rows = result.rows(points)
+    write_gradebook(out / "gradebook.csv", rows)
+    reference = reference_path(17).read_text(encoding="utf-8")
+    flags = similarity_flags(result.sources, reference, make_student_source(reference))
+    notes = list(result.warnings)
+    if result.interrupted:
+        notes.append("interrupted: students not yet graded are missing from this report")
+    report = write_report(
+        out, result.docs, rows, flags, result.sources, reference, part_b=args.part_b, notes=notes
+    )
+    for note in notes:
+        print(f"note: {note}")
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
+    print(f"{len(rows)} students: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    print(f"{len(flags)} similarity flags")
+    print(f"wrote {out / 'gradebook.csv'}, {report} and {out / 'results'}/")
+    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "grade-class",
+        help="grade a class folder in parallel: gradebook, class report, similarity flags",
+    )
+    p.add_argument("submissions", metavar="SUBMISSIONS", help="a folder, one entry per student")
+    p.add_argument("--out", required=True, metavar="DIR", help="where results and reports go")
+    p.add_argument("--jobs", type=_positive(int), metavar="N", help="parallel students "
+                   "(default: the usable CPUs)")  # fmt: skip
+    p.add_argument("--notebook", action="store_true", help="also grade .ipynb submissions")
+    p.add_argument("--part-b", action="store_true", help="also run the Part B timings")
+    p.add_argument("--force", action="store_true", help="regrade students already graded")
+    p.add_argument("--points", metavar="FILE", help="points per case/check (TOML or JSON)")
+    p.add_argument("--timeout", type=_positive(float), metavar="S",
+                   help="seconds per case (the milestone's --timeout, default 5)")  # fmt: skip
+    p.add_argument("--wall-timeout", type=_positive(float), default=300.0, metavar="S",
+                   help="seconds for one student's whole run before it is stopped (default 300)")  # fmt: skip
+    p.set_defaults(func=run)
