@@ -81,9 +81,10 @@ def _autograde(zip_path: Path, root: Path, files: dict[str, str]) -> dict:
 
 def test_a_passing_submission_scores_full_marks(autograder_zip: Path, tmp_path: Path) -> None:
     res = _autograde(autograder_zip, tmp_path, {"acceleration.py": BASE.read_text()})
-    # 30 cases x 1 + 5 checks x 3 + the tiling audit 5 (hidden cases: the default 1 each)
+    # 30 cases x 1 + 6 checks x 3 (backward and grading mode's "own work" among them) + the tiling
+    # audit 5 (hidden cases: the default 1 each)
     published = [t for t in res["tests"] if t["visibility"] == "visible"]
-    assert sum(t["max_score"] for t in published) == 30 + 5 * 3 + 5
+    assert sum(t["max_score"] for t in published) == 30 + 6 * 3 + 5
     assert res["score"] == sum(t["max_score"] for t in res["tests"])
     assert all(t["status"] == "passed" for t in res["tests"])
     assert res["output"].startswith("Milestone 07: PASS")
@@ -128,10 +129,11 @@ def test_prairielearn_entry_point_writes_valid_results(tmp_path: Path) -> None:
     res = json.loads((tmp_path / "results" / "results.json").read_text())
     validate_prairielearn(res)
     assert res["gradable"] is True
-    # bob: 15 of 30 cases (1 each), 5 of 6 checks (2 each; backward fails), hidden cases apart.
+    # bob: 15 of 30 cases (1 each), 6 of 7 checks (2 each; backward fails, "own work" holds),
+    # hidden cases apart.
     published = [t for t in res["tests"] if t["name"] != "hidden cases"]
-    assert sum(t["points"] for t in published) == 15 + 10
-    assert sum(t["max_points"] for t in published) == 30 + 12
+    assert sum(t["points"] for t in published) == 15 + 12
+    assert sum(t["max_points"] for t in published) == 30 + 14
 
 
 def test_milestone_run_format_prairielearn(tmp_path: Path) -> None:

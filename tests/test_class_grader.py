@@ -87,14 +87,14 @@ VACUOUS = ("carol", "dave")
 # student: verdict, cases passed/total, checks passed/total, score/max, error (derived by hand:
 # bob drops every case whose K is not a multiple of the tile: 15 of the 18 matmul cases; 1 point
 # per case, 2 per check, 0 per hidden case).
-EXPECTED = {
-    "alice": ("PASS", 30, 30, 6, 6, 42, 42, ""),
-    "bob": ("NOT_PASSED", 15, 30, 5, 6, 25, 42, ""),  # plain NumPy conv: the backward check fails
-    "carol": ("NOT_PASSED", 0, 30, None, 6, None, 42, ""),  # None: see VACUOUS
-    "dave": ("NOT_PASSED", 0, 30, None, 6, None, 42, ""),
+EXPECTED = {  # grading mode: 6 deeper checks + "own work", 2 points each
+    "alice": ("PASS", 30, 30, 7, 7, 44, 44, ""),
+    "bob": ("NOT_PASSED", 15, 30, 6, 7, 27, 44, ""),  # plain NumPy conv: the backward check fails
+    "carol": ("NOT_PASSED", 0, 30, None, 7, None, 44, ""),  # None: see VACUOUS
+    "dave": ("NOT_PASSED", 0, 30, None, 7, None, 44, ""),
     "frank": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "a notebook: grade notebooks with --notebook"),
-    "grace": ("NOT_PASSED", 15, 30, 5, 6, 25, 42, ""),
-    "heidi": ("PASS", 30, 30, 6, 6, 42, 42, ""),
+    "grace": ("NOT_PASSED", 15, 30, 6, 7, 27, 44, ""),
+    "heidi": ("PASS", 30, 30, 7, 7, 44, 44, ""),
     "liam": ("NOT_PASSED", 0, 30, 0, 0, 0, 30, ""),
     "mia": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "no acceleration.py in the folder"),
 }
@@ -111,7 +111,7 @@ def test_gradebook_rows_are_exact(klass: dict[str, Path]) -> None:
         )
         assert got == tuple(None if v is None else str(v) for v in want), student
     for student in VACUOUS:
-        assert int(rows[student]["checks_passed"]) <= 1
+        assert int(rows[student]["checks_passed"]) <= 2  # "own work", and the vacuous mutation
         assert int(rows[student]["score"]) == 2 * int(rows[student]["checks_passed"])
     # The all-stubs student: INCOMPLETE, no case passes (its checks are the milestone's business).
     assert (rows["erin"]["verdict"], rows["erin"]["cases_passed"]) == ("INCOMPLETE", "0")
@@ -197,8 +197,11 @@ for p in pathlib.Path({str(out)!r}).rglob("*.json"):
     argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "1", "--timeout", "1",
             "--points", str(tmp_path / "points.toml")]  # fmt: skip
     assert main(argv) == 0
-    assert "overwritten by bart" in (subs / "bob.py").read_text()  # the attack did happen
-    assert "results/alice.json was changed during the run; restored" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    if "overwritten by bart" in (subs / "bob.py").read_text():  # no uid drop here: it did happen
+        assert "results/alice.json was changed during the run; restored" in printed
+    else:  # the sandbox's unprivileged uid could not write another student's files
+        assert (subs / "bob.py").read_text() == BOB.read_text()
     rows = _rows(out)
     for student in ("alice", "bob"):
         assert tuple(rows[student][c] for c in _COLS) == tuple(str(v) for v in EXPECTED[student])
