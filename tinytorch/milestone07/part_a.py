@@ -12,7 +12,8 @@ from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.cases import FUNCTIONS, GEMM_TOL, LESSONS, Case, select_cases
 from tinytorch.milestone07.checks import run_checks
 from tinytorch.milestone07.compare import compare
-from tinytorch.milestone07.diagnose import lesson_for
+from tinytorch.milestone07.diagnose import failure_lesson, lesson_for
+from tinytorch.milestone07.evidence import case_evidence
 from tinytorch.milestone07.impl import DEFAULT_IMPL, describe
 from tinytorch.milestone07.references import make_call, reference
 from tinytorch.milestone07.results import CaseResult, CheckResult, PartAResult
@@ -40,9 +41,17 @@ _PROBES: dict[str, tuple[list[Any], dict[str, Any]]] = {
 
 
 def grade_case(
-    case: Case, reply: dict[str, Any], args: list[Any], kwargs: dict[str, Any]
+    case: Case,
+    reply: dict[str, Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    evidence: bool = True,
 ) -> CaseResult:
-    """Turn one sandbox reply into a CaseResult: compare with the float64 reference, name the lesson."""
+    """Turn one sandbox reply into a CaseResult: compare with the float64 reference, name the lesson.
+
+    evidence=True also keeps, for a wrong answer, the small data that draws where it is wrong.
+    """
     seconds = float(reply.get("seconds", 0.0))
     blame = [case.group]
 
@@ -55,15 +64,22 @@ def grade_case(
 
     if reply["status"] != "ok":
         status, detail = failure_text(reply)
-        return result(status, None, None, detail, case.lesson)
+        return result(status, None, None, detail, failure_lesson(reply, case.lesson))
     out = reply["output"]
-    got = compare(out, reference(case, args, kwargs), rtol=case.rtol, atol=case.atol)
+    ref = reference(case, args, kwargs)
+    got = compare(out, ref, rtol=case.rtol, atol=case.atol)
     if got.ok:
         return result("pass", got.max_error, got.where, got.detail, "")
     lesson = case.lesson
     if got.reason in ("tolerance", "shape", "nonfinite") and out.dtype.kind == "f":
         lesson = lesson_for(case, args, kwargs, out)
-    return result("fail", got.max_error, got.where, got.detail, lesson)
+    failed = result("fail", got.max_error, got.where, got.detail, lesson)
+    if evidence:
+        try:
+            failed.evidence = case_evidence(case, args, kwargs, out, ref)
+        except (ValueError, IndexError, FloatingPointError, np.linalg.LinAlgError):
+            pass  # a drawing is a bonus, never a crash
+    return failed
 
 
 def _all_cases(
@@ -193,7 +209,11 @@ def check_matmul_grid(
             _fn, args, kwargs = make_call(case, seed)
             out.append(
                 grade_case(
-                    case, calls.call("tiled_matmul", args, kwargs, label=case.name), args, kwargs
+                    case,
+                    calls.call("tiled_matmul", args, kwargs, label=case.name),
+                    args,
+                    kwargs,
+                    evidence=False,  # the heatmap reads only status and max_error
                 )
             )
         return out

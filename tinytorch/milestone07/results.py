@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 
 VERDICTS = ("PASS", "NOT_PASSED", "INCOMPLETE")
 CASE_STATUSES = ("pass", "fail", "error", "timeout", "crash", "incomplete")
-CHECK_STATUSES = ("pass", "fail", "not_observed", "error", "timeout", "crash", "incomplete")
+CHECK_STATUSES = (
+    "pass", "fail", "not_observed", "not_run", "error", "timeout", "crash", "incomplete",
+)  # fmt: skip
 BENCH_STATUSES = ("ok", "unavailable", "mismatch", "wrong", "error", "timeout")
 
 
@@ -24,6 +26,7 @@ class CaseResult:
     lesson: str
     seconds: float
     blame: list[str] = field(default_factory=list)
+    evidence: dict | None = None  # where it is wrong, for drawing (milestone07/evidence.py)
 
 
 @dataclass
@@ -35,6 +38,7 @@ class CheckResult:
     detail: str
     lesson: str
     blame: list[str] = field(default_factory=list)
+    evidence: dict | None = None  # where it is wrong, for drawing (milestone07/evidence.py)
 
     @property
     def ok(self) -> bool:
