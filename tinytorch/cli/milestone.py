@@ -2,6 +2,7 @@
 
     tito milestone list
     tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b] [--timeout S]
+                          [--plots DIR]
 
 Exit status: 0 PASS, 1 NOT PASSED or INCOMPLETE, 2 usage error.
 """
@@ -9,7 +10,9 @@ Exit status: 0 PASS, 1 NOT PASSED or INCOMPLETE, 2 usage error.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import sys
 from typing import TextIO
 
@@ -32,6 +35,24 @@ def resolve(name: str) -> str | None:
     return None
 
 
+def missing_impl(impl: str) -> str | None:
+    """One line saying what --impl names that does not exist (a file or a module), else None.
+
+    A dotted name imports its parent packages to look for the module, never the module itself.
+    """
+    from tinytorch.milestone07.impl import is_path
+
+    if is_path(impl) or impl.endswith(".ipynb"):
+        return None if os.path.exists(impl) else f"--impl: no such file {impl!r}"
+    try:
+        found = importlib.util.find_spec(impl) is not None
+    except ModuleNotFoundError:
+        found = False
+    except (ImportError, ValueError):  # a broken parent package: the run reports it properly
+        return None
+    return None if found else f"--impl: no module named {impl!r} (nor a file: no .py, no '/')"
+
+
 def run_milestone(
     impl: str,
     *,
@@ -41,13 +62,34 @@ def run_milestone(
     json_path: str | None = None,
     sizes: str = "default",
     out: TextIO | None = None,
+    plots: str | None = None,
 ) -> int:
-    """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code."""
+    """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code.
+
+    plots=DIR also writes a PNG of where each group's first failing case is wrong.
+    """
     from tinytorch.milestone07 import render_part_a, render_part_b, run_part_a, run_part_b, to_json
 
     out = out or sys.stdout
+    why = missing_impl(impl)
+    if why:
+        print(f"tito milestone run: {why}", file=sys.stderr)
+        return EXIT_USAGE
     a = run_part_a(impl, seed=seed, timeout=timeout)
     print(render_part_a(a), file=out, flush=True)
+    if plots:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, whatever display this terminal has
+        from tinytorch.viz.failures import save_failure_plots
+
+        try:
+            written = save_failure_plots([*a.cases, *getattr(a, "hidden", [])], a.checks, plots)
+        except OSError as exc:
+            print(f"tito milestone: cannot write --plots {plots}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        names = ", ".join(p.name for p in written) or "none (nothing failed with a drawing)"
+        print(f"\ndrawings in {plots}: {names}", file=out, flush=True)
     b = None
     if part_b:
         print("\nPart B: timing (context only, a few seconds)...", file=out, flush=True)
@@ -95,6 +137,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
     )
     p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="write a PNG of where each group's first failing case is wrong into DIR",
+    )
+    p.add_argument(
         "--part-b-sizes", choices=("default", "quick"), default="default", help=argparse.SUPPRESS
     )
 
@@ -107,6 +154,7 @@ def _run_parsed(args: argparse.Namespace) -> int:
         part_b=not args.no_part_b,
         json_path=args.json,
         sizes=args.part_b_sizes,
+        plots=args.plots,
     )
 
 

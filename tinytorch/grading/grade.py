@@ -100,6 +100,7 @@ def grade(
         "cases": found["cases"],
         "checks": found["checks"],
         "missing": (payload or {}).get("missing", []),
+        "diagnosis": (payload or {}).get("diagnosis"),
         "part_b": (payload or {}).get("part_b"),
         "error": run.error,
         "cells": [vars(c) for c in run.cells],
