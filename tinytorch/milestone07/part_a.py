@@ -176,16 +176,9 @@ def _graded_run(
     return PartAResult(verdict, who, seed, results, found, missing, 0.0, timeout)
 
 
-def check_matmul_grid(
-    impl: str,
-    shapes: Sequence[tuple[int, int, int]],
-    tile_sizes: Sequence[int],
-    *,
-    seed: int = 0,
-    timeout: float = 5.0,
-) -> list[CaseResult]:
-    """tiled_matmul on each (M, K, N) x tile_size, shape-major, in one child (the notebook heatmap)."""
-    grid = [
+def grid_cases(shapes: Sequence[tuple[int, int, int]], tile_sizes: Sequence[int]) -> list[Case]:
+    """One tiled_matmul case per (M, K, N) x tile_size, shape-major (the notebook heatmap's grid)."""
+    return [
         Case(
             name=f"grid/{m}x{k}x{n}/tile{t}",
             group="tiled_matmul",
@@ -198,6 +191,18 @@ def check_matmul_grid(
         for (m, k, n) in shapes
         for t in tile_sizes
     ]
+
+
+def check_matmul_grid(
+    impl: str,
+    shapes: Sequence[tuple[int, int, int]],
+    tile_sizes: Sequence[int],
+    *,
+    seed: int = 0,
+    timeout: float = 5.0,
+) -> list[CaseResult]:
+    """tiled_matmul on each (M, K, N) x tile_size, shape-major, in one child (the notebook heatmap)."""
+    grid = grid_cases(shapes, tile_sizes)
     with Sandbox(impl) as box:
         info = box.start()
         if info.get("status") != "ok" or info["functions"].get("tiled_matmul") != "ok":
