@@ -26,36 +26,27 @@
 # becomes a named result, never a dead notebook.
 
 # %% tags=["setup"]
-# Setup. On Colab: install TinyTorch when it is not importable, and turn on Colab's widget manager
-# so the widgets below render. Anywhere else this cell does nothing. On Colab, TINYTORCH_PIP is a
-# form field: set it to where your course publishes TinyTorch (a pip requirement or git+https URL).
+# Setup. On Colab: install TinyTorch when it is not importable (TINYTORCH_PIP is a form field: where
+# your course publishes it), and turn on Colab's widget manager. Elsewhere this cell does nothing.
 import importlib.util
 import subprocess
 import sys
 
 TINYTORCH_PIP = "git+https://github.com/tinytorch-course/milestone07.git"  # @param {type:"string"}
-
 try:
     from google.colab import output as colab_output
 except ImportError:
     colab_output = None
-
+if colab_output is not None and importlib.util.find_spec("tinytorch") is None:
+    fix = "set TINYTORCH_PIP in the form above to a reachable git+https URL and rerun this cell"
+    if not TINYTORCH_PIP.strip() or "<" in TINYTORCH_PIP or ">" in TINYTORCH_PIP:
+        raise SystemExit(f"TINYTORCH_PIP {TINYTORCH_PIP!r} is a placeholder: {fix}.")
+    pip = [sys.executable, "-m", "pip", "install", "-q", TINYTORCH_PIP]
+    done = subprocess.run(pip, check=False, capture_output=True, text=True)
+    said = (done.stderr or done.stdout or f"pip exit {done.returncode}").strip().splitlines()
+    if done.returncode != 0:
+        raise SystemExit(f"Could not install TinyTorch from {TINYTORCH_PIP!r} ({said[-1]}): {fix}.")
 if colab_output is not None:
-    if importlib.util.find_spec("tinytorch") is None:
-        if not TINYTORCH_PIP.strip() or "<" in TINYTORCH_PIP or ">" in TINYTORCH_PIP:
-            raise SystemExit(
-                f"TINYTORCH_PIP is a placeholder ({TINYTORCH_PIP!r}): set it in the form above to "
-                "the git+https URL your course publishes TinyTorch under, then run this cell again."
-            )
-        pip = [sys.executable, "-m", "pip", "install", "-q", TINYTORCH_PIP]
-        done = subprocess.run(pip, check=False, capture_output=True, text=True)
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout or "").strip().splitlines()
-            raise SystemExit(
-                f"Could not install TinyTorch from TINYTORCH_PIP = {TINYTORCH_PIP!r} "
-                f"({said[-1] if said else f'pip exit {done.returncode}'}): set it in the form "
-                "above to a reachable git+https URL of TinyTorch, then run this cell again."
-            )
     colab_output.enable_custom_widget_manager()
 
 # %% tags=["parameters"]
@@ -78,24 +69,13 @@ from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.widget import TileHeatmap
 
 
-def draw_failures(cases, checks=()):
-    """Where each group's first failing case (and each failing deeper check) is wrong, drawn.
-
-    The data was computed when the case was graded, from the output your code already returned:
-    nothing of yours runs again here.
-    """
-    for failure in viz.first_failures(cases, checks):
-        viz.draw_case(failure)
-        plt.show()
-
-
 def walk(group: str):
     """Run one group of the gate on IMPL and show each case, then draw its first failing case."""
     names = [case.name for case in m07.CASES if case.group == group]
     result = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT, cases=names, checks=False)
     print(m07.GROUP_INTRO[group])
     show(cases_bundle(result.cases, stage=group))
-    draw_failures(result.cases)
+    viz.show_failures(result.cases)  # drawn from the graded output: nothing of yours reruns
     return result
 
 
@@ -158,7 +138,7 @@ adjoint = walk("col2im")
 part_a = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT)
 show(cases_bundle(part_a.cases, stage="gate", compact=True, checks=part_a.checks))
 show(checks_bundle(part_a.checks))
-draw_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
+viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
 
 # %% [markdown]
 # ## Ragged tiles, drawn

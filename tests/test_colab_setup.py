@@ -132,7 +132,7 @@ def test_a_placeholder_source_says_what_to_set_without_running_pip(monkeypatch, 
         _run_setup_cell()
     message = str(exc.value)
     assert pip_calls == [] and "\n" not in message
-    assert "placeholder" in message and "set it in the form above" in message
+    assert "placeholder" in message and "set TINYTORCH_PIP in the form above" in message
 
 
 def test_an_unreachable_source_is_one_line_not_a_pip_traceback(monkeypatch, colab, pip_calls):

@@ -197,6 +197,18 @@ def first_failures(cases: Any, checks: Any = ()) -> list[Any]:
     return out + [c for c in checks if _get(c, "evidence") is not None]
 
 
+def show_failures(cases: Any, checks: Any = ()) -> int:
+    """Draw and show first_failures(...) in a notebook (plt.show each); returns how many."""
+    shown = 0
+    for r in first_failures(cases, checks):
+        fig = draw_case(r)
+        if fig is not None:
+            plt.show()
+            plt.close(fig)
+            shown += 1
+    return shown
+
+
 def save_failure_plots(cases: Any, checks: Any, folder: str | Path) -> list[Path]:
     """draw_case of first_failures(...) as PNGs in `folder` (created); returns the paths written."""
     folder = Path(folder)
