@@ -19,7 +19,7 @@ from tinytorch.viz.tiles import draw_ragged_tiles
 class _Explorer:
     """Sliders -> draw(**values) -> the Output; a ValueError becomes a message, never a traceback."""
 
-    def __init__(self, sliders: dict[str, Any], draw: Callable[..., Any]) -> None:
+    def __init__(self, sliders: dict[str, Any], draw: Callable[..., Any], name: str) -> None:
         import ipywidgets as w
 
         self.sliders, self.draw = sliders, draw
@@ -27,6 +27,7 @@ class _Explorer:
         self.error: str | None = None
         self.status = w.HTML()
         self.out = w.Output()
+        self.out.add_class(f"tt-{name}-out")  # a stable handle for the browser test
         rows = [w.HBox(list(sliders.values())[i : i + 4]) for i in range(0, len(sliders), 4)]
         self.widget = w.VBox([*rows, self.status, self.out])
         for s in sliders.values():
@@ -89,6 +90,7 @@ class TileExplorer(_Explorer):
                 "tile": _slider("tile", tile, 1, 32),
             },
             draw_ragged_tiles,
+            "tiles",
         )
 
 
@@ -110,6 +112,7 @@ class Im2colExplorer(_Explorer):
                 "out_col": _slider("out col", 0, 0, 8),
             },
             draw_im2col,
+            "im2col",
         )
 
     def kwargs(self) -> dict[str, Any]:

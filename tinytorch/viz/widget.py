@@ -178,6 +178,7 @@ class TileHeatmap:
         )
         self.status = w.HTML()
         self.out = w.Output()
+        self.out.add_class("tt-heatmap-out")  # a stable handle for the browser test
         hint = w.HTML(f"{STYLE}<small>{HINT}</small>")
         picks = w.VBox([w.HBox([self.tiles, self.shapes]), hint])
         picks.add_class("tt-heatmap")
