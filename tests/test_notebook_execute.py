@@ -100,10 +100,14 @@ def test_reference_run_draws_figures_heatmap_and_part_b(reference_run):
     assert len(verdict) == 1
 
 
-def test_a_ragged_tile_bug_is_named_with_its_lesson(tmp_path):
+def test_a_ragged_tile_bug_is_named_with_its_lesson(tmp_path, capfd):
     student = tmp_path / "acceleration.py"
     student.write_text(DROPS_RAGGED_ROWS)
     code, report, nb = _grade(tmp_path, "--impl", str(student), "-p", "PART_B='off'")
+    said = capfd.readouterr()
+    # tito grade's summary: the failing cases, then each lesson once; nothing from the kernel
+    assert said.out.count("fix (") == len(report["diagnosis"]["lessons"]) >= 1
+    assert "without encryption" not in said.err
     assert code == 1 and report["verdict"] == "NOT_PASSED" and report["status"] == "completed"
     failed = {c["name"]: c for c in report["cases"] if c["status"] != "pass"}
     assert failed and all(name.startswith("tiled_matmul/") for name in failed)

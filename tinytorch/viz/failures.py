@@ -122,7 +122,8 @@ def _draw_col2im(ev: Mapping[str, Any], name: str) -> Figure:
     _colorbar(fig, ax_c, image, "windows")
     if cover.size <= 400:
         for (i, j), v in np.ndenumerate(cover):
-            ax_c.text(j, i, str(v), ha="center", va="center", fontsize=8)
+            shade = "white" if v > cover.max() / 2 else "black"  # readable on dark cells
+            ax_c.text(j, i, str(v), ha="center", va="center", fontsize=8, color=shade)
     ax_c.set_title("windows covering each pixel: col2im must ADD that many", fontsize=9)
     fig.suptitle(f"{name} (k={g['k']}, stride {g['stride']}, padding {g['padding']})", fontsize=10)
     fig.tight_layout()
