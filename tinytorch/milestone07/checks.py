@@ -7,6 +7,7 @@ import numpy as np
 from tinytorch.milestone07.audit import block_dims
 from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.compare import compare
+from tinytorch.milestone07.diagnose import failure_lesson
 from tinytorch.milestone07.evidence import im2col_evidence
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_gelu, ref_im2col
 from tinytorch.milestone07.results import CheckResult
@@ -26,6 +27,7 @@ def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
         return CheckResult(name, "not_run", f"{fn}: {reply['error']}", "", [fn])
     status, detail = failure_text(reply)
     status = "fail" if status == "error" and reply["status"] == "not_tensor" else status
+    lesson = failure_lesson(reply, lesson)  # a hang or a non-Tensor has its own lesson
     return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn])
 
 
