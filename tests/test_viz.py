@@ -416,6 +416,13 @@ def test_gelu_evidence_is_sorted_by_x_and_keeps_nan_as_none():
     assert ev["error"] == [0.0, None, 0.5, 0.0]
 
 
+def test_a_wrong_shape_is_evidence_of_its_own():
+    ref = np.zeros((2, 3, 8, 8))
+    case = SimpleNamespace(group="col2im")
+    ev = evidence.case_evidence(case, [], {}, np.zeros((2, 3, 10, 10), np.float32), ref)
+    assert ev == {"kind": "shape", "expected": [2, 3, 8, 8], "actual": [2, 3, 10, 10]}
+
+
 def test_conv_evidence_is_the_worst_error_per_output_position():
     ref = np.zeros((2, 3, 4, 5))
     out = ref.copy()
@@ -439,6 +446,7 @@ def test_conv_evidence_is_the_worst_error_per_output_position():
           "geometry": {"k": 2, "stride": 1, "padding": 0}}, 4),
         ({"kind": "fused_gelu", "x": [-1.0, 1.0], "error": [1e-3, None], "ref": [-0.16, 0.84]}, 2),
         ({"kind": "im2col_conv2d", "error": [[0.0, 0.5]], "shape": [1, 1, 1, 2]}, 2),
+        ({"kind": "shape", "expected": [2, 3, 8, 8], "actual": [2, 3, 10, 10]}, 1),
     ],
 )  # fmt: skip
 def test_draw_case_draws_every_kind(ev, axes):

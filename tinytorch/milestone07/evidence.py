@@ -118,11 +118,18 @@ def im2col_evidence(out: np.ndarray, ref: np.ndarray, c: int, k: int) -> dict[st
     return {"kind": "im2col", "c": c, "k": k, "expected": labels, "actual": actual, "wrong": wrong}
 
 
+def shape_evidence(out: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
+    """A wrong shape: the expected and the returned shapes (the last two axes are drawn)."""
+    return {"kind": "shape", "expected": list(ref.shape), "actual": list(out.shape)}
+
+
 def case_evidence(
     case: Case, args: list[Any], kwargs: dict[str, Any], out: np.ndarray, ref: np.ndarray
 ) -> dict[str, Any] | None:
-    """The drawing data of a failing case whose output has the reference's shape, else None."""
-    if out.shape != ref.shape or out.dtype.kind != "f":
+    """The drawing data of a failing case: where it is wrong, or its wrong shape."""
+    if out.shape != ref.shape:
+        return shape_evidence(out, ref)
+    if out.dtype.kind != "f":
         return None
     if case.group == "tiled_matmul":
         return matmul_evidence(args[0], args[1], out, kwargs["tile_size"])

@@ -6,7 +6,8 @@ the output the sandbox returned) and picks the drawing by its "kind":
 - im2col: the column matrix's labels, expected vs actual (channel, kernel row, kernel col);
 - col2im: the per-pixel |error| beside the count of windows covering each pixel;
 - fused_gelu: |error| against x on a log scale, with the float64 formula;
-- im2col_conv2d: the |error| at each output position.
+- im2col_conv2d: the |error| at each output position;
+- shape: a wrong shape, yours over the expected one (e.g. col2im's uncropped padding).
 """
 
 from __future__ import annotations
@@ -168,7 +169,33 @@ def _draw_conv(ev: Mapping[str, Any], name: str) -> Figure:
     return fig
 
 
+def _draw_shape(ev: Mapping[str, Any], name: str) -> Figure:
+    exp, got = list(ev["expected"]), list(ev["actual"])
+    (eh, ew), (gh, gw) = ([1, *s][-2:] for s in (exp, got))
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    ax.add_patch(plt.Rectangle((0, 0), gw, gh, facecolor="#f4a582", edgecolor="#b2182b", lw=2))
+    ax.add_patch(plt.Rectangle((0, 0), ew, eh, fill=False, edgecolor="#2166ac", lw=2.5, ls="--"))
+    ax.set_xlim(0, max(ew, gw) * 1.05)
+    ax.set_ylim(max(eh, gh) * 1.05, 0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("last axis")
+    ax.set_ylabel("second-to-last axis")
+    ax.legend(
+        [
+            plt.Rectangle((0, 0), 1, 1, fc="#f4a582"),
+            plt.Rectangle((0, 0), 1, 1, fill=False, ec="#2166ac", ls="--"),
+        ],
+        [f"yours {tuple(got)}", f"expected {tuple(exp)}"],
+        fontsize=8,
+        loc="lower right",
+    )
+    ax.set_title(f"{name}: wrong shape", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 _DRAW = {
+    "shape": _draw_shape,
     "tiled_matmul": _draw_matmul,
     "im2col": _draw_im2col,
     "col2im": _draw_col2im,
