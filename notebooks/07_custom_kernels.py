@@ -138,7 +138,7 @@ adjoint = walk("col2im")
 part_a = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT)
 show(cases_bundle(part_a.cases, stage="gate", compact=True, checks=part_a.checks))
 show(checks_bundle(part_a.checks))
-viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
+drawn = viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
 
 # %% [markdown]
 # ## Ragged tiles, drawn

@@ -46,7 +46,7 @@ KERNEL_READY = """() => {
   return !!(kernel && w.context.isReady && kernel.connectionStatus === 'connected'
             && kernel.status === 'idle');
 }"""
-STARTED = r"""() => [...document.querySelectorAll('.jp-InputPrompt')]
+STARTED = r"""() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.jp-InputPrompt')]
   .some(p => /\[\d+\]/.test(p.textContent))"""
 
 
@@ -89,7 +89,8 @@ def _buggy_notebook(root: Path) -> None:
 def _open_and_run_all(page, base: str, token: str, name: str) -> None:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    # ?reset: a fresh workspace, so only this notebook is open (no hidden tab's outputs to match)
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
     # The app is exposed as window.jupyterapp; wait until the notebook's kernel is idle.
     page.wait_for_function(KERNEL_READY, timeout=120_000)

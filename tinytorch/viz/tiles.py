@@ -174,6 +174,7 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
                     va="center",
                     fontsize=8,
                     rotation=0 if room >= 16 else 90,
+                    color="white" if i > (n_k - 1) / 2 else "black",  # readable on dark shades
                 )
             if room >= 9:  # B's blocks run along y: a label one line tall fits from 9 points
                 ax_b.text(
@@ -183,6 +184,7 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
                     ha="center",
                     va="center",
                     fontsize=8 if room >= 11 else 6,
+                    color="white" if i > (n_k - 1) / 2 else "black",
                 )
     for ax, spans_y, spans_x in (
         (ax_a, layout.rows, layout.k_blocks),
