@@ -26,22 +26,27 @@
 # becomes a named result, never a dead notebook.
 
 # %% tags=["setup"]
-# Setup. On Colab: install TinyTorch when it is not importable, and turn on Colab's widget manager
-# so the tile-size widget below renders. Anywhere else this cell does nothing.
+# Setup. On Colab: install TinyTorch when it is not importable (TINYTORCH_PIP is a form field: where
+# your course publishes it), and turn on Colab's widget manager. Elsewhere this cell does nothing.
 import importlib.util
 import subprocess
 import sys
 
-TINYTORCH_PIP = "git+https://github.com/<org>/<repo>.git"  # where Colab installs TinyTorch from
-
+TINYTORCH_PIP = "git+https://github.com/tinytorch-course/milestone07.git"  # @param {type:"string"}
 try:
     from google.colab import output as colab_output
 except ImportError:
     colab_output = None
-
+if colab_output is not None and importlib.util.find_spec("tinytorch") is None:
+    fix = "set TINYTORCH_PIP in the form above to a reachable git+https URL and rerun this cell"
+    if not TINYTORCH_PIP.strip() or "<" in TINYTORCH_PIP or ">" in TINYTORCH_PIP:
+        raise SystemExit(f"TINYTORCH_PIP {TINYTORCH_PIP!r} is a placeholder: {fix}.")
+    pip = [sys.executable, "-m", "pip", "install", "-q", TINYTORCH_PIP]
+    done = subprocess.run(pip, check=False, capture_output=True, text=True)
+    said = (done.stderr or done.stdout or f"pip exit {done.returncode}").strip().splitlines()
+    if done.returncode != 0:
+        raise SystemExit(f"Could not install TinyTorch from {TINYTORCH_PIP!r} ({said[-1]}): {fix}.")
 if colab_output is not None:
-    if importlib.util.find_spec("tinytorch") is None:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", TINYTORCH_PIP], check=True)
     colab_output.enable_custom_widget_manager()
 
 # %% tags=["parameters"]
@@ -61,15 +66,17 @@ from IPython.display import display
 from tinytorch import milestone07 as m07
 from tinytorch import viz
 from tinytorch.grading.record import cases_bundle, checks_bundle, show, verdict_bundle
+from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.widget import TileHeatmap
 
 
 def walk(group: str):
-    """Run one group of the gate on IMPL and show each case: pass/fail, max error, the lesson."""
+    """Run one group of the gate on IMPL and show each case, then draw its first failing case."""
     names = [case.name for case in m07.CASES if case.group == group]
     result = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT, cases=names, checks=False)
     print(m07.GROUP_INTRO[group])
     show(cases_bundle(result.cases, stage=group))
+    viz.show_failures(result.cases)  # drawn from the graded output: nothing of yours reruns
     return result
 
 
@@ -125,23 +132,27 @@ adjoint = walk("col2im")
 #
 # The grade comes from one run of all 30 cases plus checks the cases alone cannot see: the product is
 # really tiled (no block product larger than `tile_size`, no whole-matrix `np.matmul`), the im2col
-# column layout, col2im's coverage counts, inputs left untouched, and float32, finite outputs.
+# column layout, col2im's coverage counts, inputs left untouched, and float32, finite outputs. When a
+# deeper check explains a group's failures, it is named first, as the root cause.
 
 # %%
 part_a = m07.run_part_a(IMPL, seed=None if GRADING else SEED, timeout=TIMEOUT, grading=GRADING)
-show(cases_bundle(part_a.cases, stage="gate", compact=True))
+show(cases_bundle(part_a.cases, stage="gate", compact=True, checks=part_a.checks))
 show(checks_bundle(part_a.checks))
+drawn = viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
 
 # %% [markdown]
 # ## Ragged tiles, drawn
 #
 # C = A @ B with M = 37, N = 23, K = 29 and `tile_size` 7: 7 does not divide any of them, so the last
 # tile row, the last tile column and the last K-block are all short. The red corner tile of C is the
-# sum of the products of its A row panel and B column panel, one K-block at a time.
+# sum of the products of its A row panel and B column panel, one K-block at a time. Move the sliders
+# (M, N, K, tile size) to see which tiles turn ragged; a tile that divides an axis leaves no ragged
+# tile on it.
 
 # %%
-viz.draw_ragged_tiles(37, 23, 29, 7)
-plt.show()
+tiles = TileExplorer(37, 23, 29, 7)
+display(tiles.widget)
 
 # %% [markdown]
 # ## im2col, drawn
@@ -149,27 +160,23 @@ plt.show()
 # Each output position reads one k×k window from every channel of the padded input. im2col writes that
 # window as one row, columns ordered (channel, kernel row, kernel col): the same order as
 # `weight.reshape(F, -1)`, which is why one matrix multiply computes the convolution. Colours follow
-# the column: hue for the channel, shade for the position in the kernel.
+# the column: hue for the channel, shade for the position in the kernel. With stride 2 the windows
+# jump two pixels (the dashed window is the previous output column's), so the output is smaller; pick
+# the output position to highlight with the last two sliders.
 
 # %%
-viz.draw_im2col(c=2, h=5, w=5, k=3, stride=1, padding=1, field=(1, 1))
-plt.show()
-
-# %% [markdown]
-# With stride 2 the windows jump two pixels (the dashed window is the previous output column's), so
-# the output is smaller, here 4×3 from a 7×6 input with padding 1: 12 rows instead of 42. Each row
-# still has C·k·k columns. Forget the stride and the rows come from the wrong windows.
-
-# %%
-viz.draw_im2col(c=2, h=7, w=6, k=3, stride=2, padding=1, field=(1, 2))
-plt.show()
+im2col_view = Im2colExplorer(c=2, h=5, w=5, k=3, stride=1, padding=1)
+display(im2col_view.widget)
 
 # %% [markdown]
 # ## Tile sizes against shapes
 #
-# Pick tile sizes and shapes: each cell runs your `tiled_matmul` on that shape with that tile size and
-# shows pass (green), fail (red) or error (grey) with the max abs error. A correct kernel is green
-# everywhere; a kernel that drops the ragged tile fails exactly where the tile does not divide the shape.
+# Pick tile sizes and shapes (Ctrl- or Shift-click for several): each cell runs your `tiled_matmul` on
+# that shape with that tile size and shows pass (green), fail (red) or error (grey) with the max abs
+# error. A correct kernel is green everywhere. Pick an example bug in "kernel" to see its pattern:
+# dropping the ragged K tile fails exactly where the tile does not divide K; `=` instead of `+=`
+# passes only where K fits in one tile. "GFLOP/s vs tile size" times your kernel on one large shape
+# beside NumPy: small tiles pay Python's overhead per block, large ones fall out of the cache.
 
 # %%
 heatmap = TileHeatmap(IMPL, seed=SEED, timeout=TIMEOUT)

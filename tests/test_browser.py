@@ -1,7 +1,9 @@
 """The notebook in a real JupyterLab, driven by headless Chromium through Playwright.
 
 Runs all cells, checks that the figures and the heatmap widget render, changes the tile sizes and
-checks that the heatmap redraws, and saves screenshots under artifacts/ (gitignored).
+checks that the heatmap redraws, and saves screenshots under artifacts/ (gitignored). A second run
+with a buggy implementation (the ragged K tile dropped) checks that the failing case is drawn,
+that choosing an example bug redraws the heatmap, and that moving a slider redraws the tiles.
 Skips when Chromium, Playwright or JupyterLab is missing, except under CI=true, where it fails.
 """
 
@@ -44,7 +46,7 @@ KERNEL_READY = """() => {
   return !!(kernel && w.context.isReady && kernel.connectionStatus === 'connected'
             && kernel.status === 'idle');
 }"""
-STARTED = r"""() => [...document.querySelectorAll('.jp-InputPrompt')]
+STARTED = r"""() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.jp-InputPrompt')]
   .some(p => /\[\d+\]/.test(p.textContent))"""
 
 
@@ -65,6 +67,46 @@ def _require_tools() -> None:
             _missing(f"{module} is not installed ({why}; never `playwright install`)")
 
 
+BUGGY = "buggy_kernels.ipynb"
+
+
+def _buggy_notebook(root: Path) -> None:
+    """The notebook with IMPL set to a student module that drops the ragged K tile, Part B off."""
+    import nbformat
+
+    src = (ROOT / "tests" / "mutants" / "student_base.py").read_text()
+    old = "for k0 in range(0, K, tile_size)"
+    assert src.count(old) == 1
+    (root / "buggy.py").write_text(
+        src.replace(old, "for k0 in range(0, K - K % tile_size, tile_size)")
+    )
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    cell.source += f'\nIMPL = {str(root / "buggy.py")!r}\nPART_B = "off"\n'
+    nbformat.write(nb, str(root / BUGGY))
+
+
+def _open_and_run_all(page, base: str, token: str, name: str) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    # ?reset: a fresh workspace, so only this notebook is open (no hidden tab's outputs to match)
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    # The app is exposed as window.jupyterapp; wait until the notebook's kernel is idle.
+    page.wait_for_function(KERNEL_READY, timeout=120_000)
+    for _attempt in range(3):  # Run > Run All Cells, again if the kernel was not listening
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        try:
+            page.wait_for_function(STARTED, timeout=30_000)
+            break
+        except PlaywrightTimeout:
+            page.wait_for_function(KERNEL_READY, timeout=60_000)
+
+
+CHANGED = """([sel, before]) => { const i = document.querySelector(sel);
+  return i && i.getAttribute('src') !== before; }"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -79,6 +121,7 @@ def lab(tmp_path_factory):
     root = tmp / "root"
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    _buggy_notebook(root)
     env = dict(os.environ)
     for var, sub in (
         ("JUPYTER_CONFIG_DIR", "config"),
@@ -131,7 +174,6 @@ def lab(tmp_path_factory):
 
 
 def test_notebook_runs_in_jupyterlab_and_heatmap_updates(lab):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     base, token = lab
@@ -140,28 +182,16 @@ def test_notebook_runs_in_jupyterlab_and_heatmap_updates(lab):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            # The app is exposed as window.jupyterapp; wait until the notebook's kernel is idle.
-            page.wait_for_function(KERNEL_READY, timeout=120_000)
-            for _attempt in range(3):  # Run > Run All Cells, again if the kernel was not listening
-                page.evaluate(
-                    "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
-                )
-                try:
-                    page.wait_for_function(STARTED, timeout=30_000)
-                    break
-                except PlaywrightTimeout:
-                    page.wait_for_function(KERNEL_READY, timeout=60_000)
+            _open_and_run_all(page, base, token, NOTEBOOK.name)
             verdict = page.locator(
                 ".jp-OutputArea-output h3", has_text="Milestone 07: PASS (30/30 gate cases)"
             )
             verdict.wait_for(timeout=180_000)
 
             figures = page.locator(".jp-OutputArea-output img")
-            assert figures.count() >= 6  # tiles, 2 x im2col, heatmap, throughput, roofline
+            assert figures.count() >= 5  # tiles, im2col, heatmap (widgets), throughput, roofline
             tiles = page.locator(".widget-select-multiple select").first
-            heatmap = page.locator(".widget-output img").first
+            heatmap = page.locator(".tt-heatmap-out img").first
             heatmap.wait_for(timeout=30_000)
             tiles.scroll_into_view_if_needed()
             before = heatmap.get_attribute("src")
@@ -169,20 +199,81 @@ def test_notebook_runs_in_jupyterlab_and_heatmap_updates(lab):
 
             tiles.select_option(["5", "8", "32"])
             page.locator(".widget-html", has_text="tiles [5, 8, 32]").wait_for(timeout=60_000)
-            page.wait_for_function(
-                "before => { const i = document.querySelector('.widget-output img');"
-                " return i && i.getAttribute('src') !== before; }",
-                arg=before,
-                timeout=60_000,
-            )
-            assert page.locator(".widget-output img").count() == 1
-            page.locator(".widget-output img").first.scroll_into_view_if_needed()
+            page.wait_for_function(CHANGED, arg=[".tt-heatmap-out img", before], timeout=60_000)
+            assert page.locator(".tt-heatmap-out img").count() == 1
+            page.locator(".tt-heatmap-out img").first.scroll_into_view_if_needed()
             shot = ARTIFACTS / "browser_heatmap_changed.png"
             page.screenshot(path=str(shot))
             print(f"screenshots: {ARTIFACTS / 'browser_heatmap_defaults.png'}, {shot}")
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "browser_failure.png"))
             print(f"failure screenshot: {ARTIFACTS / 'browser_failure.png'}")
+            raise
+        finally:
+            browser.close()
+
+
+def test_buggy_kernel_is_drawn_and_the_widgets_redraw(lab):
+    from playwright.sync_api import sync_playwright
+
+    base, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            _open_and_run_all(page, base, token, BUGGY)
+            page.locator(".jp-OutputArea-output h3", has_text="NOT PASSED").wait_for(
+                timeout=180_000
+            )
+            # The walk drew the first failing tiled_matmul case: an image outside any widget.
+            drawn = page.evaluate(
+                "() => [...document.querySelectorAll('.jp-OutputArea-output img')]"
+                ".filter(i => !i.closest('.widget-output')).length"
+            )
+            assert drawn >= 1, "no failing case was drawn"
+            page.locator(".jp-OutputArea-output img").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "browser_failing_case.png"))
+
+            # An example bug redraws the heatmap with that bug's pattern.
+            heat = ".tt-heatmap-out img"
+            page.locator(heat).first.wait_for(timeout=60_000)
+            before = page.locator(heat).first.get_attribute("src")
+            page.locator(".widget-dropdown select").first.select_option(
+                "example bug: = instead of +="
+            )
+            page.locator(".widget-html", has_text="for example bug: = instead of +=").wait_for(
+                timeout=60_000
+            )
+            page.wait_for_function(CHANGED, arg=[heat, before], timeout=60_000)
+            page.locator(heat).first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "browser_bug_preset.png"))
+
+            # Moving the tile explorer's "tile" slider (typed into its readout) redraws the tiles.
+            explorer = page.locator(".widget-vbox", has=page.locator(".tt-tiles-out")).last
+            tiles_img = page.locator(".tt-tiles-out img").first
+            tiles_img.wait_for(timeout=60_000)
+            before = tiles_img.get_attribute("src")
+            readout = explorer.locator(".widget-readout").nth(3)  # M, N, K, tile
+            readout.scroll_into_view_if_needed()
+            readout.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type("8")
+            page.keyboard.press("Enter")
+            page.wait_for_function(
+                CHANGED,
+                arg=[".tt-tiles-out img", before],
+                timeout=60_000,
+            )
+            tiles_img.scroll_into_view_if_needed()
+            shot = ARTIFACTS / "browser_tile_slider.png"
+            page.screenshot(path=str(shot))
+            print(
+                f"screenshots: {ARTIFACTS}/browser_failing_case.png, browser_bug_preset.png, {shot}"
+            )
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "browser_buggy_failure.png"))
+            print(f"failure screenshot: {ARTIFACTS / 'browser_buggy_failure.png'}")
             raise
         finally:
             browser.close()

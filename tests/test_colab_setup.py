@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import types
@@ -11,7 +12,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-IPYNB = Path(__file__).resolve().parents[1] / "notebooks" / "07_custom_kernels.ipynb"
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+IPYNB = ROOT / "notebooks" / "07_custom_kernels.ipynb"
 
 
 def _setup_source() -> str:
@@ -26,16 +33,30 @@ def _run_setup_cell() -> dict:
     return namespace
 
 
+PIP_RESULT = {"code": 0, "stderr": ""}
+
+
 @pytest.fixture
 def pip_calls(monkeypatch):
     calls = []
+    PIP_RESULT.update(code=0, stderr="")
 
     def fake_run(cmd, *args, **kwargs):
         calls.append(list(cmd))
-        return subprocess.CompletedProcess(cmd, 0)
+        return subprocess.CompletedProcess(cmd, PIP_RESULT["code"], "", PIP_RESULT["stderr"])
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     return calls
+
+
+def _with_source(source: str, monkeypatch) -> None:
+    """Run the setup cell as if the student had typed `source` into its form field."""
+    cell = _setup_source()
+    edited = re.sub(
+        r'^TINYTORCH_PIP = ".*?"', f"TINYTORCH_PIP = {source!r}", cell, flags=re.MULTILINE
+    )
+    assert edited != cell, "the setup cell no longer assigns TINYTORCH_PIP on one line"
+    monkeypatch.setattr(sys.modules[__name__], "_setup_source", lambda: edited)
 
 
 @pytest.fixture
@@ -94,3 +115,36 @@ def test_elsewhere_it_does_nothing(monkeypatch, pip_calls):
     namespace = _run_setup_cell()
     assert pip_calls == []
     assert namespace["colab_output"] is None
+
+
+def test_the_install_source_is_a_colab_form_field_defaulting_to_the_repository_url():
+    cell = _setup_source()
+    (line,) = [ln for ln in cell.splitlines() if ln.startswith("TINYTORCH_PIP = ")]
+    assert line.endswith('# @param {type:"string"}'), line
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert f'"git+{urls["Repository"]}.git"' in line
+
+
+def test_a_placeholder_source_says_what_to_set_without_running_pip(monkeypatch, colab, pip_calls):
+    _tinytorch_missing(monkeypatch)
+    _with_source("git+https://github.com/<org>/<repo>.git", monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        _run_setup_cell()
+    message = str(exc.value)
+    assert pip_calls == [] and "\n" not in message
+    assert "placeholder" in message and "set TINYTORCH_PIP in the form above" in message
+
+
+def test_an_unreachable_source_is_one_line_not_a_pip_traceback(monkeypatch, colab, pip_calls):
+    _tinytorch_missing(monkeypatch)
+    PIP_RESULT.update(
+        code=1,
+        stderr="Traceback (most recent call last):\n  ...\n"
+        "ERROR: Could not find a version that satisfies the requirement",
+    )
+    with pytest.raises(SystemExit) as exc:
+        _run_setup_cell()
+    message = str(exc.value)
+    assert len(pip_calls) == 1 and "\n" not in message and "Traceback" not in message
+    assert "Could not install TinyTorch" in message and "Could not find a version" in message
+    assert colab.enabled == 0  # stopped before the widgets, with the reason

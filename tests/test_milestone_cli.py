@@ -46,9 +46,17 @@ def test_not_passed_exits_1_and_names_the_case(
     assert "NOT PASSED" in out and "+=" in out
 
 
-def test_incomplete_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _tito("run", "07", "--impl", "tinytorch.no_such_module_m07", "--no-part-b") == 1
+def test_incomplete_exits_1(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    stub = tmp_path / "stub.py"
+    stub.write_text("def tiled_matmul(a, b, tile_size=64):\n    raise NotImplementedError\n")
+    assert _tito("run", "07", "--impl", str(stub), "--no-part-b") == 1
     assert "INCOMPLETE" in capsys.readouterr().out
+
+
+def test_a_missing_impl_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _tito("run", "07", "--impl", "tinytorch.no_such_module_m07", "--no-part-b") == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no module named 'tinytorch.no_such_module_m07'" in captured.err
 
 
 @pytest.mark.parametrize(

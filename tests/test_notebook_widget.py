@@ -11,9 +11,10 @@ matplotlib.use("Agg")
 import ipywidgets as w
 import pytest
 
-from tinytorch.viz.widget import DEFAULT_TILES, SHAPES, TileHeatmap
+from tinytorch.viz.bugs import BUGS, YOURS
+from tinytorch.viz.widget import DEFAULT_TILES, HEATMAP, HINT, SHAPES, SPEED, TileHeatmap
 
-CORE = (w.VBox, w.HBox, w.SelectMultiple, w.HTML, w.Output)
+CORE = (w.VBox, w.HBox, w.SelectMultiple, w.HTML, w.Output, w.Dropdown, w.ToggleButtons)
 
 
 class FakeGrid:
@@ -78,3 +79,85 @@ def test_a_failing_grid_is_shown_not_raised():
 def test_rejects_unknown_default_tiles_naming_them():
     with pytest.raises(ValueError, match="selected_tiles"):
         TileHeatmap("m", selected_tiles=(6,), grid=FakeGrid())
+
+
+def test_says_running_before_each_result_and_is_not_busy_after():
+    seen = []
+
+    class Watching(FakeGrid):
+        def __call__(self, *args, **kwargs):
+            seen.append((heat_ref[0].busy, heat_ref[0].status.value))
+            return super().__call__(*args, **kwargs)
+
+    heat_ref = [None]
+    heat = object.__new__(TileHeatmap)  # let the grid see the widget during its first refresh
+    heat_ref[0] = heat
+    TileHeatmap.__init__(heat, "m", grid=Watching())
+    assert seen and seen[0][0] is True and seen[0][1].startswith("<i>running")
+    assert heat.busy is False and heat.states[-1].startswith("<b>")
+
+
+def test_emptying_the_selection_clears_the_stale_figure():
+    heat = TileHeatmap("m", grid=FakeGrid())
+    assert heat.shown == HEATMAP, "the first refresh draws a figure"
+    heat.shapes.value = ()
+    assert heat.shown is None and heat.last is None
+
+
+def test_the_multi_select_hint_is_shown():
+    heat = TileHeatmap("m", grid=FakeGrid())
+    texts = [x.value for x in _walk(heat.widget) if isinstance(x, w.HTML)]
+    assert any(HINT in t and "Shift" in t and "Ctrl" in t for t in texts)
+    assert any("option:checked" in t for t in texts)  # picked options styled, not light grey
+
+
+@pytest.mark.parametrize(
+    ("bug", "passes"),
+    [
+        # (M, K, N) of SHAPES: (64,64,64) (37,29,23) (1,33,17) (19,1,13) (5,3,4) (150,131,140)
+        # dropped K-block: only K a multiple of the tile passes (K < tile drops everything)
+        ("example bug: drops the ragged K tile", {64: [0], 16: [0], 7: []}),
+        # `=`: only a single K-block (K <= tile) is right
+        ("example bug: = instead of +=", {64: [0, 1, 2, 3, 4], 16: [3, 4], 7: [3, 4]}),
+        # the last k of every full block skipped: only K < tile is right
+        ("example bug: off-by-one tile end", {64: [1, 2, 3, 4], 16: [3, 4], 7: [3, 4]}),
+    ],
+)
+def test_bug_presets_draw_their_own_pattern_without_the_student_grid(bug, passes):
+    student = FakeGrid()
+    heat = TileHeatmap("m", grid=student)
+    heat.source.value = bug
+    assert len(student.calls) == 1, "an example bug never runs the student's grid"
+    tiles = sorted(DEFAULT_TILES)
+    got = {
+        t: [i for i in range(len(SHAPES)) if heat.last.status[i, j] == 1]
+        for j, t in enumerate(tiles)
+    }
+    assert got == passes
+    assert bug in heat.states[-1]
+    heat.source.value = YOURS
+    assert len(student.calls) == 2
+
+
+def test_every_bug_preset_is_named_in_the_dropdown():
+    heat = TileHeatmap("m", grid=FakeGrid())
+    assert list(heat.source.options) == [YOURS, *BUGS]
+
+
+def test_speed_view_draws_the_timer_result():
+    calls = []
+
+    def timer(impl, *, seed=0):
+        calls.append(impl)
+        return {
+            "size": 8,
+            "tiles": [2, 4],
+            "gflops": [0.5, None],
+            "numpy_gflops": 9.0,
+            "errors": ["tile 4: no result"],
+        }
+
+    heat = TileHeatmap("m", grid=FakeGrid(), timer=timer)
+    heat.view.value = SPEED
+    assert calls == ["m"] and heat.last_speed["numpy_gflops"] == 9.0
+    assert "tile 4: no result" in heat.status.value and heat.shown == SPEED

@@ -15,7 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from matplotlib.figure import Figure
 
+from tinytorch.milestone07 import evidence
+from tinytorch.milestone07.references import ref_col2im, ref_im2col
+from tinytorch.viz import bugs
 from tinytorch.viz import heatmap as hm
+from tinytorch.viz.explore import Im2colExplorer, TileExplorer
+from tinytorch.viz.failures import draw_case, save_failure_plots
 from tinytorch.viz.im2col import column_colour, draw_im2col, im2col_layout
 from tinytorch.viz.native import native_status, native_status_text
 from tinytorch.viz.tables import cases_html, cases_text, checks_html
@@ -212,12 +217,32 @@ def _case(status, lesson="use +="):
     )
 
 
-def test_case_tables_show_lessons_only_for_failures():
-    results = [_case("pass"), _case("fail", lesson="cover the ragged tile")]
+def test_case_tables_show_each_lesson_once_for_failures_only():
+    fail_a, fail_b = (
+        _case("fail", lesson="cover the ragged tile"),
+        _case("fail", lesson="cover the ragged tile"),
+    )
+    fail_b.name = "tiled_matmul/y/fail"
+    results = [_case("pass"), fail_a, fail_b]
     page = cases_html(results)
-    assert "1/2 cases pass" in page and page.count("Lesson:") == 1
-    assert "cover the ragged tile" in page and "[3, 4]" in page
-    assert "lesson: cover the ragged tile" in cases_text(results)
+    assert "1/3 cases pass" in page and page.count("cover the ragged tile") == 1
+    assert "[3, 4]" in page and "tiled_matmul/y/fail" in page
+    assert (
+        "lesson for tiled_matmul/x/fail, tiled_matmul/y/fail: cover the ragged tile"
+        in cases_text(results)
+    )
+
+
+def test_case_table_leads_with_the_root_cause_and_points_cases_to_it():
+    fail = _case("fail", lesson="pad both sides")
+    fail.group = "im2col_conv2d"
+    check = SimpleNamespace(
+        name="im2col layout", status="fail", detail="columns (kr, kc, c)", lesson="reorder",
+        blame=["im2col"],
+    )  # fmt: skip
+    page = cases_html([fail], checks=[check])
+    assert page.index("Root cause first") < page.index("<table>")
+    assert "<b>Cause:</b> im2col layout" in page and "pad both sides" not in page
     checks = [SimpleNamespace(name="tiling audit", status="not_observed", detail="d", lesson="l")]
     assert "NOT OBSERVED" in checks_html(checks)
 
@@ -238,3 +263,170 @@ def test_native_status_never_raises_and_reads_text():
         }
     )
     assert "isa        avx2+fma" in text and "-O3 -mavx2" in text and "no   no CUDA GPU" in text
+
+
+# ---- failing cases drawn from their evidence -----------------------------------------------------
+
+
+def _ab(m, k, n, seed=0):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.standard_normal((m, k)).astype(np.float32),
+        rng.standard_normal((k, n)).astype(np.float32),
+    )
+
+
+def test_a_dropped_k_tile_is_missing_exactly_the_last_k_blocks_contribution():
+    a, b = _ab(20, 17, 19)
+    out = bugs.drops_ragged_k(a, b, 7)  # K-blocks [0, 7), [7, 14), [14, 17): the last dropped
+    ev = evidence.matmul_evidence(a, b, out, 7)
+    missing = np.array(ev["k_missing"])
+    np.testing.assert_allclose(missing[14:], 1.0, atol=1e-3)
+    np.testing.assert_allclose(missing[:14], 0.0, atol=1e-3)
+    last_block = np.abs(a[:, 14:].astype(np.float64) @ b[14:].astype(np.float64))
+    np.testing.assert_allclose(np.array(ev["error"]), last_block, rtol=5e-3, atol=1e-4)
+    assert ev["pool"] == 1 and ev["shape"] == [20, 17, 19] and ev["tile"] == 7
+
+
+def test_assigning_instead_of_adding_misses_every_block_but_the_last():
+    a, b = _ab(9, 10, 8)
+    ev = evidence.matmul_evidence(a, b, bugs.assigns(a, b, 4), 4)  # blocks [0,4) [4,8) [8,10)
+    np.testing.assert_allclose(ev["k_missing"], [1] * 8 + [0] * 2, atol=1e-3)
+
+
+def test_large_error_maps_are_max_pooled_to_a_bounded_size():
+    err = np.zeros((193, 131))
+    err[190, 3] = 5.0
+    pooled, factor = evidence.pool_max(err, max_cells=4096)
+    # factor 2 leaves 97 x 66 = 6402 cells, factor 3 leaves 65 x 44 = 2860
+    assert pooled.size <= 4096 and factor == 3 and pooled.max() == 5.0
+    assert pooled[190 // 3, 3 // 3] == 5.0
+
+
+def test_a_kernel_row_col_channel_order_mislabels_exactly_the_expected_columns():
+    c, k = 2, 2
+    x = np.random.default_rng(1).standard_normal((1, c, 4, 5)).astype(np.float32)
+    ref = ref_im2col(x, k, 1, 0)  # columns (channel, kr, kc)
+    out = ref.reshape(-1, c, k, k).transpose(0, 2, 3, 1).reshape(ref.shape)  # (kr, kc, channel)
+    ev = evidence.im2col_evidence(out, ref, c, k)
+    # column j of a (kr, kc, c) layout holds channel j % c at kernel (j // (k*c), (j // c) % k)
+    actual = [[j % c, j // (k * c), (j // c) % k] for j in range(c * k * k)]
+    expected = [[j // (k * k), (j // k) % k, j % k] for j in range(c * k * k)]
+    assert ev["expected"] == expected and ev["actual"] == actual
+    assert (
+        ev["wrong"]
+        == [j for j in range(c * k * k) if actual[j] != expected[j]]
+        == [1, 2, 3, 4, 5, 6]
+    )
+
+
+def test_col2im_evidence_counts_the_windows_over_each_pixel():
+    cols = np.ones((4, 4), dtype=np.float32)  # x (1, 1, 3, 3), k=2: 2x2 windows
+    ref = ref_col2im(cols, (1, 1, 3, 3), 2, 1, 0)
+    ev = evidence.col2im_evidence(
+        ref * 0, ref, [cols, (1, 1, 3, 3), 2], {"stride": 1, "padding": 0}
+    )
+    assert ev["coverage"] == [[1, 2, 1], [2, 4, 2], [1, 2, 1]]
+    assert ev["error"] == ev["coverage"]  # an all-zero answer is off by the counts
+
+
+def test_gelu_evidence_is_sorted_by_x_and_keeps_nan_as_none():
+    x = np.array([3.0, -1.0, 0.5, 2.0], dtype=np.float32)
+    ref = x.astype(np.float64)
+    out = np.array([3.0, -1.0, np.nan, 2.5])
+    ev = evidence.gelu_evidence(x, out, ref)
+    assert ev["x"] == [-1.0, 0.5, 2.0, 3.0]
+    assert ev["error"] == [0.0, None, 0.5, 0.0]
+
+
+def test_a_wrong_shape_is_evidence_of_its_own():
+    ref = np.zeros((2, 3, 8, 8))
+    case = SimpleNamespace(group="col2im")
+    ev = evidence.case_evidence(case, [], {}, np.zeros((2, 3, 10, 10), np.float32), ref)
+    assert ev == {"kind": "shape", "expected": [2, 3, 8, 8], "actual": [2, 3, 10, 10]}
+
+
+def test_conv_evidence_is_the_worst_error_per_output_position():
+    ref = np.zeros((2, 3, 4, 5))
+    out = ref.copy()
+    out[1, 2, 3, 4] = 0.25
+    ev = evidence.conv_evidence(out, ref)
+    err = np.array(ev["error"])
+    assert err.shape == (4, 5) and err[3, 4] == 0.25 and err.sum() == 0.25
+
+
+@pytest.mark.parametrize(
+    ("ev", "axes"),
+    [
+        (
+            {"kind": "tiled_matmul", "shape": [4, 3, 5], "tile": 2, "pool": 1,
+             "error": [[0.0] * 5] * 4, "k_missing": [0.0, 0.0, 1.0]},
+            4,  # two panels, each with a colour bar or not: error map + bar, k bars
+        ),
+        ({"kind": "im2col", "c": 1, "k": 2, "expected": [[0, 0, 0], [0, 0, 1]],
+          "actual": [[0, 0, 1], [0, 0, 0]], "wrong": [0, 1]}, 1),
+        ({"kind": "col2im", "error": [[0.0, 1.0]], "coverage": [[1, 2]],
+          "geometry": {"k": 2, "stride": 1, "padding": 0}}, 4),
+        ({"kind": "fused_gelu", "x": [-1.0, 1.0], "error": [1e-3, None], "ref": [-0.16, 0.84]}, 2),
+        ({"kind": "im2col_conv2d", "error": [[0.0, 0.5]], "shape": [1, 1, 1, 2]}, 2),
+        ({"kind": "shape", "expected": [2, 3, 8, 8], "actual": [2, 3, 10, 10]}, 1),
+    ],
+)  # fmt: skip
+def test_draw_case_draws_every_kind(ev, axes):
+    fig = draw_case(SimpleNamespace(name="case/x", evidence=ev))
+    assert fig is not None
+    assert len(fig.axes) >= axes - 1
+    plt.close(fig)
+    fig = draw_case({"name": "case/x", "evidence": ev})  # the JSON dict draws the same
+    assert fig is not None
+    plt.close(fig)
+
+
+def test_draw_case_without_evidence_is_none_and_bad_evidence_is_named():
+    assert draw_case(SimpleNamespace(name="c", evidence=None)) is None
+    with pytest.raises(ValueError, match="evidence must be a dict"):
+        draw_case(SimpleNamespace(name="c", evidence={"kind": "nope"}))
+
+
+def test_save_failure_plots_writes_the_first_failure_of_each_group(tmp_path):
+    ev = {"kind": "im2col_conv2d", "error": [[0.5]], "shape": [1, 1, 1, 1]}
+    cases = [
+        SimpleNamespace(name="im2col_conv2d/a", group="im2col_conv2d", evidence=ev),
+        SimpleNamespace(name="im2col_conv2d/b", group="im2col_conv2d", evidence=ev),
+        SimpleNamespace(name="fused_gelu/a", group="fused_gelu", evidence=None),
+    ]
+    written = save_failure_plots(cases, [], tmp_path / "plots")
+    assert [p.name for p in written] == ["im2col_conv2d__a.png"]
+    assert written[0].stat().st_size > 1000
+
+
+# ---- interactive drawings ------------------------------------------------------------------------
+
+
+def test_tile_explorer_redraws_when_a_slider_moves():
+    tiles = TileExplorer(37, 23, 29, 7)
+    assert tiles.redraws == 1 and tiles.error is None
+    tiles.sliders["tile"].value = 8
+    assert tiles.redraws == 2 and tiles.values()["tile"] == 8
+
+
+def test_im2col_explorer_follows_the_output_and_names_a_bad_geometry():
+    view = Im2colExplorer(c=1, h=5, w=5, k=3, stride=1, padding=0)
+    view.sliders["out_row"].value = 8  # beyond the 3x3 output: clamped to its last row
+    assert view.kwargs()["field"] == (2, 0) and view.error is None
+    view.sliders["k"].value = 5
+    view.sliders["h"].value = 2  # a 5x5 kernel on 2 rows without padding: no output
+    assert view.error and "k" in view.error
+    assert "color:#d62728" in view.status.value
+    view.sliders["padding"].value = 2
+    assert view.error is None
+
+
+def test_ragged_k_labels_stay_inside_their_blocks():
+    fig = draw_ragged_tiles(37, 23, 29, 7)
+    ax_a = fig.axes[0]
+    for text in ax_a.texts:
+        i = int(text.get_text()[1:])
+        start = 7 * i
+        assert start <= text.get_position()[0] <= min(start + 7, 29)
+    plt.close(fig)

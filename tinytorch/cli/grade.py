@@ -27,9 +27,14 @@ def parse_param(text: str) -> tuple[str, object]:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: nbclient/nbformat cost ~1 s, which every other tito command should not pay.
+    from tinytorch.cli.milestone import missing_impl
     from tinytorch.grading.grade import ERROR, USAGE, UsageError, grade
     from tinytorch.milestone07.resultfile import ResultFileError
 
+    why = missing_impl(args.impl) if args.impl else None
+    if why:
+        print(f"tito grade: {why}", file=sys.stderr)
+        return USAGE
     try:
         params = dict(parse_param(p) for p in args.param)
         code, result = grade(
@@ -65,6 +70,14 @@ def _run(args: argparse.Namespace) -> int:
             print(
                 f"  {case.get('status', '?').upper():<10} {case['name']}: {case.get('detail', '')}"
             )
+    for check in result["checks"]:
+        if check.get("status") not in ("pass", "not_observed"):
+            status = str(check.get("status", "?")).upper().replace("_", " ")
+            print(f"  {status:<10} {check.get('name')} (deeper check): {check.get('detail', '')}")
+    if result.get("diagnosis"):
+        from tinytorch.milestone07.report import render_diagnosis_lines
+
+        print("\n".join(render_diagnosis_lines(result["diagnosis"])))
     return code
 
 

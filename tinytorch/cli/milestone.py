@@ -2,7 +2,7 @@
 
     tito milestone list
     tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b] [--timeout S]
-                          [--grading] [--budget S] [--memory-limit MB]
+                          [--grading] [--budget S] [--memory-limit MB] [--plots DIR]
 
 Exit status: 0 PASS, 1 NOT PASSED or INCOMPLETE, 2 usage error, 3 ERROR (the grader itself failed;
 the --json file still says so).
@@ -11,6 +11,8 @@ the --json file still says so).
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import sys
 from typing import TextIO
 
@@ -44,6 +46,24 @@ def exit_code(verdict: str) -> int:
     return codes.get(verdict, EXIT_ERROR)
 
 
+def missing_impl(impl: str) -> str | None:
+    """One line saying what --impl names that does not exist (a file or a module), else None.
+
+    A dotted name imports its parent packages to look for the module, never the module itself.
+    """
+    from tinytorch.milestone07.impl import is_path
+
+    if is_path(impl) or impl.endswith(".ipynb"):
+        return None if os.path.exists(impl) else f"--impl: no such file {impl!r}"
+    try:
+        found = importlib.util.find_spec(impl) is not None
+    except ModuleNotFoundError:
+        found = False
+    except (ImportError, ValueError):  # a broken parent package: the run reports it properly
+        return None
+    return None if found else f"--impl: no module named {impl!r} (nor a file: no .py, no '/')"
+
+
 def run_milestone(
     impl: str,
     *,
@@ -57,16 +77,22 @@ def run_milestone(
     sizes: str = "default",
     out: TextIO | None = None,
     fmt: str = "json",
+    plots: str | None = None,
 ) -> int:
     """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code.
 
-    The --json file is removed before any student code runs and published (tmp file + rename)
+    plots=DIR also writes a PNG of where each group's first failing case is wrong. The --json file
+    is removed before any student code runs and published (tmp file + rename)
     after every student process is gone. A bug of the grader's own ends in verdict ERROR, exit 3,
     with the file written all the same.
     """
     from tinytorch.milestone07.resultfile import ResultFile, ResultFileError
 
     out = out or sys.stdout
+    why = missing_impl(impl)
+    if why:
+        print(f"tito milestone run: {why}", file=sys.stderr)
+        return EXIT_USAGE
     target = None
     if json_path:
         try:
@@ -75,7 +101,9 @@ def run_milestone(
             print(f"tito milestone: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        doc = _graded(impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out)
+        doc = _graded(
+            impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots
+        )
     except _UsageError as exc:
         print(f"tito milestone: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -109,6 +137,7 @@ def _graded(
     memory_limit: int | None,
     sizes: str,
     out: TextIO,
+    plots: str | None = None,
 ) -> dict:
     from tinytorch.cli.info import environment
     from tinytorch.milestone07 import render_part_a, render_part_b, run_part_a, run_part_b, to_json
@@ -125,6 +154,18 @@ def _graded(
     except ValueError as exc:
         raise _UsageError(str(exc)) from exc
     print(render_part_a(a), file=out, flush=True)
+    if plots:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, whatever display this terminal has
+        from tinytorch.viz.failures import save_failure_plots
+
+        try:
+            written = save_failure_plots([*a.cases, *getattr(a, "hidden", [])], a.checks, plots)
+        except OSError as exc:
+            raise _UsageError(f"cannot write --plots {plots}: {exc}") from exc
+        names = ", ".join(p.name for p in written) or "none (nothing failed with a drawing)"
+        print(f"\ndrawings in {plots}: {names}", file=out, flush=True)
     b = None
     if part_b and a.verdict != "ERROR":
         print("\nPart B: timing (context only, a few seconds)...", file=out, flush=True)
@@ -221,6 +262,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
     )
     p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="write a PNG of where each group's first failing case is wrong into DIR",
+    )
+    p.add_argument(
         "--part-b-sizes", choices=("default", "quick"), default="default", help=argparse.SUPPRESS
     )
 
@@ -237,6 +283,7 @@ def _run_parsed(args: argparse.Namespace) -> int:
         json_path=args.json,
         sizes=args.part_b_sizes,
         fmt=args.format,
+        plots=args.plots,
     )
 
 

@@ -155,6 +155,7 @@ def _run(
         "missing": (payload or {}).get("missing", []),
         "warnings": warnings,
         "isolation": (payload or {}).get("isolation", {}),
+        "diagnosis": (payload or {}).get("diagnosis"),
         "part_b": (payload or {}).get("part_b"),
         "error": run.error,
         "cells": [vars(c) for c in run.cells],

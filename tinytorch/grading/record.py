@@ -22,14 +22,19 @@ def as_dict(result: Any) -> dict[str, Any]:
     return dict(vars(result))
 
 
-def cases_bundle(results: Sequence[Any], stage: str, *, compact: bool = False) -> dict[str, Any]:
-    """A display bundle: the case table for people (compact: failures only), the dicts for the grader."""
+def cases_bundle(
+    results: Sequence[Any], stage: str, *, compact: bool = False, checks: Sequence[Any] = ()
+) -> dict[str, Any]:
+    """A display bundle: the case table for people (compact: failures only), the dicts for the grader.
+
+    `checks` (the same run's deeper checks) lets the table lead with the root cause.
+    """
     from tinytorch.viz.tables import cases_html, cases_text
 
     return {
         CASES_MIME: {"stage": stage, "cases": [as_dict(r) for r in results]},
-        "text/html": cases_html(results, compact=compact),
-        "text/plain": cases_text(results),
+        "text/html": cases_html(results, compact=compact, checks=checks),
+        "text/plain": cases_text(results, checks),
     }
 
 

@@ -58,6 +58,7 @@ class Observations:
     strikes: dict[str, list[str]] = field(
         default_factory=dict
     )  # fn -> its latest failures in a row
+    answered: int = 0  # calls that returned a Tensor (0: the mutation check saw nothing run)
 
 
 class StudentCalls:
@@ -116,6 +117,7 @@ class StudentCalls:
             name = ARG_NAMES.get(fn, ())[i] if i < len(ARG_NAMES.get(fn, ())) else f"arg {i}"
             self.seen.mutated.setdefault(fn, []).append(f"{name} in {label}")
         out = reply.get("output")
+        self.seen.answered += status == "ok"
         if isinstance(out, np.ndarray):
             if out.dtype != np.float32:
                 self.seen.bad_dtype.setdefault(fn, []).append(f"{out.dtype} in {label}")

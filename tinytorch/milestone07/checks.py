@@ -8,6 +8,8 @@ from tinytorch.milestone07.audit import block_dims
 from tinytorch.milestone07.backward import backward_check
 from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.compare import compare
+from tinytorch.milestone07.diagnose import failure_lesson
+from tinytorch.milestone07.evidence import im2col_evidence
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_gelu, ref_im2col
 from tinytorch.milestone07.results import CheckResult
 
@@ -22,8 +24,11 @@ EXACT = (1e-6, 1e-6)  # (rtol, atol): a gather/scatter of float32 values is exac
 
 
 def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
+    if reply.get("skipped"):  # the function kept hanging or crashing: this check never ran
+        return CheckResult(name, "not_run", f"{fn}: {reply['error']}", "", [fn])
     status, detail = failure_text(reply)
     status = "fail" if status == "error" and reply["status"] == "not_tensor" else status
+    lesson = failure_lesson(reply, lesson)  # a hang or a non-Tensor has its own lesson
     return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn])
 
 
@@ -127,7 +132,8 @@ def im2col_layout(calls: StudentCalls, seed: int) -> CheckResult:
         if out.shape == ref.shape and compare(out, kc_first, rtol=EXACT[0], atol=EXACT[1]).ok:
             detail = f"{where}: columns are ordered (kernel row, kernel col, channel)"
             hint = "Order the columns (channel, kernel row, kernel col): " + lesson
-            return CheckResult(name, "fail", detail, hint, [fn])
+            evidence = im2col_evidence(out, ref, c, k)
+            return CheckResult(name, "fail", detail, hint, [fn], evidence)
         if out.shape == ref.T.shape:
             return CheckResult(
                 name,
@@ -136,7 +142,8 @@ def im2col_layout(calls: StudentCalls, seed: int) -> CheckResult:
                 lesson,
                 [fn],
             )
-        return CheckResult(name, "fail", f"{where}: {got.detail}", lesson, [fn])
+        evidence = im2col_evidence(out, ref, c, k) if out.shape == ref.shape else None
+        return CheckResult(name, "fail", f"{where}: {got.detail}", lesson, [fn], evidence)
     return CheckResult(name, "pass", "matches the reference layout on 2 geometries", "", [])
 
 
@@ -196,6 +203,8 @@ def no_mutation(calls: StudentCalls) -> CheckResult:
             "(e.g. y = x.copy() or np.empty_like), not x.data."
         )
         return CheckResult(name, "fail", detail, lesson, sorted(seen))
+    if not calls.seen.answered:  # nothing ran to the end, so nothing could have been written
+        return CheckResult(name, "not_run", "no call returned, so nothing was observed", "", [])
     return CheckResult(name, "pass", "every input Tensor unchanged after every call", "", [])
 
 

@@ -24,7 +24,8 @@ from tinytorch.milestone07.cases import (
 )
 from tinytorch.milestone07.checks import run_checks
 from tinytorch.milestone07.compare import compare
-from tinytorch.milestone07.diagnose import lesson_for
+from tinytorch.milestone07.diagnose import failure_lesson, lesson_for
+from tinytorch.milestone07.evidence import case_evidence
 from tinytorch.milestone07.impl import DEFAULT_IMPL, describe
 from tinytorch.milestone07.references import make_call, reference
 from tinytorch.milestone07.results import CaseResult, CheckResult, PartAResult
@@ -62,9 +63,17 @@ _PROBES: dict[str, tuple[list[Any], dict[str, Any]]] = {
 
 
 def grade_case(
-    case: Case, reply: dict[str, Any], args: list[Any], kwargs: dict[str, Any]
+    case: Case,
+    reply: dict[str, Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    evidence: bool = True,
 ) -> CaseResult:
-    """Turn one sandbox reply into a CaseResult: compare with the float64 reference, name the lesson."""
+    """Turn one sandbox reply into a CaseResult: compare with the float64 reference, name the lesson.
+
+    evidence=True also keeps, for a wrong answer, the small data that draws where it is wrong.
+    """
     seconds = float(reply.get("seconds", 0.0))
     blame = [case.group]
 
@@ -77,15 +86,22 @@ def grade_case(
 
     if reply["status"] != "ok":
         status, detail = failure_text(reply)
-        return result(status, None, None, detail, case.lesson)
+        return result(status, None, None, detail, failure_lesson(reply, case.lesson))
     out = reply["output"]
-    got = compare(out, reference(case, args, kwargs), rtol=case.rtol, atol=case.atol)
+    ref = reference(case, args, kwargs)
+    got = compare(out, ref, rtol=case.rtol, atol=case.atol)
     if got.ok:
         return result("pass", got.max_error, got.where, got.detail, "")
     lesson = case.lesson
     if got.reason in ("tolerance", "shape", "nonfinite") and out.dtype.kind == "f":
         lesson = lesson_for(case, args, kwargs, out)
-    return result("fail", got.max_error, got.where, got.detail, lesson)
+    failed = result("fail", got.max_error, got.where, got.detail, lesson)
+    if evidence:
+        try:
+            failed.evidence = case_evidence(case, args, kwargs, out, ref)
+        except (ValueError, IndexError, FloatingPointError, np.linalg.LinAlgError):
+            pass  # a drawing is a bonus, never a crash
+    return failed
 
 
 def _all_cases(
@@ -363,16 +379,9 @@ def _missing_places(
     return [f"{TODO[p]} ({why})" if p in TODO else f"{p}(...) ({why})" for p, why in places.items()]
 
 
-def check_matmul_grid(
-    impl: str,
-    shapes: Sequence[tuple[int, int, int]],
-    tile_sizes: Sequence[int],
-    *,
-    seed: int = 0,
-    timeout: float = 5.0,
-) -> list[CaseResult]:
-    """tiled_matmul on each (M, K, N) x tile_size, shape-major, in one child (the notebook heatmap)."""
-    grid = [
+def grid_cases(shapes: Sequence[tuple[int, int, int]], tile_sizes: Sequence[int]) -> list[Case]:
+    """One tiled_matmul case per (M, K, N) x tile_size, shape-major (the notebook heatmap's grid)."""
+    return [
         Case(
             name=f"grid/{m}x{k}x{n}/tile{t}",
             group="tiled_matmul",
@@ -385,6 +394,18 @@ def check_matmul_grid(
         for (m, k, n) in shapes
         for t in tile_sizes
     ]
+
+
+def check_matmul_grid(
+    impl: str,
+    shapes: Sequence[tuple[int, int, int]],
+    tile_sizes: Sequence[int],
+    *,
+    seed: int = 0,
+    timeout: float = 5.0,
+) -> list[CaseResult]:
+    """tiled_matmul on each (M, K, N) x tile_size, shape-major, in one child (the notebook heatmap)."""
+    grid = grid_cases(shapes, tile_sizes)
     with Sandbox(impl) as box:
         info = box.start()
         if info.get("status") != "ok" or info["functions"].get("tiled_matmul") != "ok":
@@ -396,7 +417,11 @@ def check_matmul_grid(
             _fn, args, kwargs = make_call(case, seed)
             out.append(
                 grade_case(
-                    case, calls.call("tiled_matmul", args, kwargs, label=case.name), args, kwargs
+                    case,
+                    calls.call("tiled_matmul", args, kwargs, label=case.name),
+                    args,
+                    kwargs,
+                    evidence=False,  # the heatmap reads only status and max_error
                 )
             )
         return out

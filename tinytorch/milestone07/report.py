@@ -1,10 +1,11 @@
-"""Terminal renderers: one row per case, the failures explained under their row, a summary last."""
+"""Terminal renderers: the root cause first, one row per case, each lesson once, a summary last."""
 
 from __future__ import annotations
 
 import textwrap
 
 from tinytorch.milestone07.cases import GROUP_INTRO, GROUPS
+from tinytorch.milestone07.diagnose import Diagnosis, diagnose_result
 from tinytorch.milestone07.results import PartAResult, PartBResult
 
 MARK = {
@@ -19,7 +20,7 @@ MARK = {
 }
 VERDICT_LINE = {
     "PASS": "PASS: your Module 17 kernels match NumPy on every case.",
-    "NOT_PASSED": "NOT PASSED: fix the cases above (each names its lesson) and run again.",
+    "NOT_PASSED": "NOT PASSED: fix the root causes first, then each lesson, and run again.",
     "INCOMPLETE": "INCOMPLETE: Module 17 is not finished: write what is listed above, then rerun.",
     "ERROR": "ERROR: the grader itself failed (not your code's fault); report it with this output.",
 }
@@ -37,16 +38,38 @@ def _err(value: float | None) -> str:
     return f"{value:9.1e}" if value is not None else "        -"
 
 
+def _names(names: list[str], limit: int = 8) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def render_root_causes(diag: Diagnosis) -> list[str]:
+    """The failing deeper checks, those that explain failing cases first: what to fix first."""
+    if not diag.root_causes:
+        return []
+    lines = ["root cause first:"]
+    for i, cause in enumerate(diag.root_causes, 1):
+        lines += _wrap(
+            f"{i}. {cause.check} ({MARK.get(cause.status, cause.status)}): {cause.detail}", 2
+        )
+        if cause.cases:
+            lines += _wrap(f"explains {len(cause.cases)} failing case(s): {_names(cause.cases)}", 5)
+        if cause.lesson:
+            lines += _wrap(f"fix: {cause.lesson}", 5)
+    return [*lines, ""]
+
+
 def render_part_a(result: PartAResult) -> str:
-    """The Part A table: a header, each group's cases, the deeper checks, then the verdict."""
+    """The Part A table: root causes, each group's cases and lessons, the deeper checks, the verdict."""
+    diag = diagnose_result(result)
     lines = [
         "Milestone 07: Custom Kernels. Part A, the pass gate",
         f"impl {result.impl}   seed {result.seed}{_GRADING if result.grading else ''}   "
         + f"timeout {result.timeout:g} s per case",
         "",
     ]
+    lines += render_root_causes(diag)
     width = max((len(c.name) for c in result.cases), default=20) + 2
-    told: dict[str, str] = {}  # lesson -> the first case that printed it
     for group in GROUPS:
         rows = [c for c in result.cases if c.group == group]
         if not rows:
@@ -60,19 +83,16 @@ def render_part_a(result: PartAResult) -> str:
             )
             if c.status not in ("pass", "incomplete"):  # incomplete: listed once at the end
                 lines += _wrap(f"{c.title}: {c.detail}")
-                if c.lesson in told:
-                    lines += _wrap(f"fix: as for {told[c.lesson]}")
-                elif c.lesson:
-                    told[c.lesson] = c.name
-                    lines += _wrap(f"fix: {c.lesson}")
+                if c.name in diag.cause_of:
+                    lines += _wrap(f"cause: {diag.cause_of[c.name]} (root cause, above)")
+        for lesson in diag.lessons_for(group):
+            lines += _wrap(f"fix ({_names(lesson.cases, 4)}): {lesson.text}", indent=2)
         lines.append("")
     if result.checks:
         ok = sum(c.status == "pass" for c in result.checks)
         lines.append(f"deeper checks  {ok}/{len(result.checks)}")
         for c in result.checks:
-            lines.append(f"  {MARK[c.status]:<7} {c.name:<22} {c.detail}"[:400])
-            if c.lesson and c.status not in ("pass", "incomplete"):
-                lines += _wrap(f"fix: {c.lesson}")
+            lines.append(f"  {MARK.get(c.status, c.status):<7} {c.name:<22} {c.detail}"[:400])
         lines.append("")
     if result.hidden:
         ok = sum(c.status == "pass" for c in result.hidden)
@@ -91,11 +111,11 @@ def render_part_a(result: PartAResult) -> str:
         lines.append("still to write:")
         lines += [f"  - {m}" for m in result.missing]
         lines.append("")
-    lines.append(_summary(result))
+    lines.append(_summary(result, diag))
     return "\n".join(lines)
 
 
-def _summary(result: PartAResult) -> str:
+def _summary(result: PartAResult, diag: Diagnosis) -> str:
     checks = result.checks
     ok_checks = sum(c.ok for c in checks)
     head = f"{result.verdict.replace('_', ' ')}  {result.passed()}/{len(result.cases)} cases"
@@ -104,15 +124,19 @@ def _summary(result: PartAResult) -> str:
     if checks:
         head += f", {ok_checks}/{len(checks)} deeper checks"
     head += f"  ({result.seconds:.1f} s)"
-    lines = [head, VERDICT_LINE[result.verdict]]
-    failing = [c.name for c in result.failing()] + [c.name for c in result.failing_checks()]
-    failing += [c.name for c in result.hidden if c.status != "pass"]
-    if failing and result.verdict == "NOT_PASSED":
-        more = f" and {len(failing) - 6} more" if len(failing) > 6 else ""
-        lines += _wrap("failing: " + ", ".join(failing[:6]) + more, indent=2)
+    lines = [head, VERDICT_LINE.get(result.verdict, result.verdict)]
+    if result.verdict == "NOT_PASSED":
+        if diag.root_causes:
+            lines += _wrap("root cause: " + ", ".join(r.check for r in diag.root_causes), 2)
+        failing = [c.name for c in result.failing()]
+        failing += [c.name for c in result.hidden if c.status != "pass"]
+        if failing:
+            lines += _wrap("failing: " + _names(failing, 6), indent=2)
     unseen = [c.name for c in checks if c.status == "not_observed"]
     if unseen:
         lines += _wrap(f"not verified, so not passed: {', '.join(unseen)}", indent=2)
+    if diag.not_run:
+        lines += _wrap(f"not run: {', '.join(diag.not_run)}", indent=2)
     if result.blamed() and result.verdict == "NOT_PASSED":
         lines.append("  look at: " + ", ".join(sorted(result.blamed())))
     return "\n".join(lines)
@@ -128,6 +152,22 @@ UNIT = {"gemm": "GFLOP/s", "bias_gelu": "GB/s", "gelu": "GB/s"}
 
 def _num(value: float | None, width: int, digits: int) -> str:
     return f"{value:{width}.{digits}f}" if value is not None else "-".rjust(width)
+
+
+def render_diagnosis_lines(diag: dict) -> list[str]:
+    """The diagnosis JSON (Diagnosis.to_dict()) as terminal lines: `tito grade`'s summary reads it."""
+    lines = []
+    for i, cause in enumerate(diag.get("root_causes", []), 1):
+        lines += _wrap(f"root cause {i}: {cause['check']}: {cause['detail']}", 2)
+        if cause.get("cases"):
+            lines += _wrap(f"explains: {_names(cause['cases'])}", 5)
+        if cause.get("lesson"):
+            lines += _wrap(f"fix: {cause['lesson']}", 5)
+    for lesson in diag.get("lessons", []):
+        lines += _wrap(f"fix ({_names(lesson['cases'], 4)}): {lesson['text']}", 2)
+    if diag.get("not_run"):
+        lines += _wrap(f"not run: {', '.join(diag['not_run'])}", 2)
+    return lines
 
 
 def render_part_b(result: PartBResult) -> str:

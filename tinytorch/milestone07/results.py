@@ -33,6 +33,7 @@ class CaseResult:
     lesson: str
     seconds: float
     blame: list[str] = field(default_factory=list)
+    evidence: dict | None = None  # where it is wrong, for drawing (milestone07/evidence.py)
 
 
 @dataclass
@@ -44,6 +45,7 @@ class CheckResult:
     detail: str
     lesson: str
     blame: list[str] = field(default_factory=list)
+    evidence: dict | None = None  # where it is wrong, for drawing (milestone07/evidence.py)
 
     @property
     def ok(self) -> bool:

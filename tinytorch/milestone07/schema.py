@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from tinytorch.milestone07.cases import FUNCTIONS
+from tinytorch.milestone07.diagnose import diagnose_result
 from tinytorch.milestone07.results import (
     BENCH_STATUSES,
     CASE_STATUSES,
@@ -34,6 +35,7 @@ _CASE = {
         "lesson": _STR,
         "seconds": {"type": "number", "minimum": 0},
         "blame": {"type": "array", "items": {"enum": list(FUNCTIONS)}},
+        "evidence": {"type": ["object", "null"]},
     },
 }  # fmt: skip
 _CHECK = {
@@ -45,6 +47,27 @@ _CHECK = {
         "detail": _STR,
         "lesson": _STR,
         "blame": {"type": "array", "items": {"enum": list(FUNCTIONS)}},
+        "evidence": {"type": ["object", "null"]},
+    },
+}
+_DIAGNOSIS = {
+    "type": "object",
+    "required": ["root_causes", "lessons", "cause_of", "lesson_of", "not_run"],
+    "properties": {
+        "root_causes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["check", "status", "detail", "lesson", "blame", "groups", "cases"],
+            },
+        },
+        "lessons": {
+            "type": "array",
+            "items": {"type": "object", "required": ["text", "cases", "group"]},
+        },
+        "cause_of": {"type": "object", "additionalProperties": _STR},
+        "lesson_of": {"type": "object", "additionalProperties": _STR},
+        "not_run": {"type": "array", "items": _STR},
     },
 }
 _ROW = {
@@ -97,6 +120,7 @@ SCHEMA: dict[str, Any] = {
         "warnings": {"type": "array", "items": _STR},
         "error": {"type": ["string", "null"]},
         "checks": {"type": "array", "items": _CHECK},
+        "diagnosis": _DIAGNOSIS,
         "part_b": {
             "type": ["object", "null"],
             "required": ["rows", "backends", "seconds"],
@@ -148,6 +172,7 @@ def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> d
         "warnings": list(a.warnings),
         "error": a.error,
         "checks": [dataclasses.asdict(c) for c in a.checks],
+        "diagnosis": diagnose_result(a).to_dict(),
         "part_b": None
         if b is None
         else {

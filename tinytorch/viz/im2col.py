@@ -83,6 +83,9 @@ def draw_im2col(
     grid = fig.add_gridspec(1, c + 1, width_ratios=[wp] * c + [max(n_cols, 1.5 * wp)])
     oy, ox = lay.field
     y0, x0 = oy * stride, ox * stride
+    # Points per input pixel (panels share the 12-inch width), so labels scale with the cells.
+    cell_pt = min(12 * 72 * 0.85 / (c * wp + max(n_cols, 1.5 * wp)), 4.6 * 72 * 0.75 / hp)
+    zero_size = max(6.0, min(11.0, 0.55 * cell_pt))
 
     for ch in range(c):
         ax = fig.add_subplot(grid[0, ch])
@@ -98,7 +101,13 @@ def draw_im2col(
                 )
                 if lay.is_padding(y, x):
                     ax.text(
-                        x + 0.5, y + 0.5, "0", ha="center", va="center", fontsize=6, color="grey"
+                        x + 0.5,
+                        y + 0.5,
+                        "0",
+                        ha="center",
+                        va="center",
+                        fontsize=zero_size,
+                        color="#555555",
                     )
         ax.add_patch(Rectangle((x0, y0), k, k, fill=False, edgecolor="red", linewidth=2))
         if ox > 0:  # the previous output column's window: the stride is the jump between them
@@ -129,10 +138,10 @@ def draw_im2col(
     ax.set_xlim(0, n_cols)
     ax.set_ylim(n_rows, 0)
     ax.set_aspect("auto")
-    step = max(1, n_cols // 18)
+    step = max(1, -(-n_cols // 27))  # at most 27 labels, each at least 8 points
     ax.set_xticks([j + 0.5 for j in range(0, n_cols, step)])
     ax.set_xticklabels(
-        [f"{ch},{ky},{kx}" for ch, ky, kx in lay.columns[::step]], rotation=90, fontsize=6
+        [f"{ch},{ky},{kx}" for ch, ky, kx in lay.columns[::step]], rotation=90, fontsize=8
     )
     ax.set_yticks([lay.row + 0.5])
     ax.set_yticklabels([f"row {lay.row}"], fontsize=7)

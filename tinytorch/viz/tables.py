@@ -6,10 +6,13 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
+from tinytorch.milestone07.diagnose import Diagnosis, diagnose
+
 _BADGE = {
     "pass": ("#2ca02c", "PASS"),
     "fail": ("#d62728", "FAIL"),
     "not_observed": ("#ff7f0e", "NOT OBSERVED"),
+    "not_run": ("#7f7f7f", "NOT RUN"),
 }
 
 
@@ -22,47 +25,86 @@ def _err(value: float | None) -> str:
     return "" if value is None else f"{value:.2e}"
 
 
-def cases_html(results: Sequence[Any], *, compact: bool = False) -> str:
-    """One row per case: status, title, max error (and where), and the lesson when it did not pass.
+def _names(names: Sequence[str], limit: int = 6) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(f"<code>{html.escape(n)}</code>" for n in names[:limit]) + more
 
-    compact=True lists only the cases that did not pass (the full gate, after the walk).
+
+def diagnosis_html(diag: Diagnosis) -> str:
+    """Root causes first (the failing deeper checks and the cases they explain), then each lesson."""
+    parts = []
+    if diag.root_causes:
+        items = "".join(
+            f"<li><b>{html.escape(r.check)}</b>: {html.escape(r.detail)}"
+            + (f"<br>explains {_names(r.cases)}" if r.cases else "")
+            + (f"<br><b>Fix:</b> {html.escape(r.lesson)}" if r.lesson else "")
+            + "</li>"
+            for r in diag.root_causes
+        )
+        parts.append(f"<p style='color:#a00'><b>Root cause first</b></p><ol>{items}</ol>")
+    if diag.lessons:
+        items = "".join(
+            f"<li>{html.escape(item.text)}<br><small>for {_names(item.cases)}</small></li>"
+            for item in diag.lessons
+        )
+        parts.append(f"<p><b>Lessons</b> (each once, with its cases)</p><ul>{items}</ul>")
+    if diag.not_run:
+        parts.append(f"<p><i>Not run: {html.escape(', '.join(diag.not_run))}</i></p>")
+    return "".join(parts)
+
+
+def cases_html(results: Sequence[Any], *, compact: bool = False, checks: Sequence[Any] = ()) -> str:
+    """One row per case (status, title, max error and where), then the diagnosis.
+
+    A failing row says what is wrong and points to its root cause; each lesson is listed once below
+    the table with its cases. compact=True lists only the cases that did not pass (the full gate).
+    `checks` (the deeper checks of the same run) lets the diagnosis lead with a root cause.
     """
+    diag = diagnose(results, checks)
     rows = []
     for r in results:
         if compact and r.status == "pass":
             continue
         where = f" at {list(r.where)}" if getattr(r, "where", None) else ""
-        lesson = (
-            ""
-            if r.status == "pass"
-            else (
-                f"<div style='color:#a00'>{html.escape(r.detail)}</div>"
-                f"<div><b>Lesson:</b> {html.escape(r.lesson)}</div>"
-            )
-        )
+        note = ""
+        if r.status != "pass":
+            note = f"<div style='color:#a00'>{html.escape(r.detail)}</div>"
+            if r.name in diag.cause_of:
+                note += (
+                    f"<div><b>Cause:</b> {html.escape(diag.cause_of[r.name])} (root cause)</div>"
+                )
         rows.append(
             f"<tr><td>{_badge(r.status)}</td><td style='text-align:left'><code>{html.escape(r.name)}</code>"
-            f"<br>{html.escape(r.title)}{lesson}</td>"
+            f"<br>{html.escape(r.title)}{note}</td>"
             f"<td>{_err(r.max_error)}{html.escape(where)}</td><td>{r.seconds * 1e3:.1f} ms</td></tr>"
         )
     passed = sum(r.status == "pass" for r in results)
+    head = f"<p><b>{passed}/{len(results)} cases pass</b></p>"
     if compact and not rows:
-        return f"<p><b>{passed}/{len(results)} cases pass</b></p>"
-    return (
-        f"<p><b>{passed}/{len(results)} cases pass</b></p>"
+        return head
+    table = (
         "<table><tr><th>status</th><th style='text-align:left'>case</th><th>max abs error</th>"
         f"<th>time</th></tr>{''.join(rows)}</table>"
     )
+    lead = diagnosis_html(Diagnosis(root_causes=diag.root_causes)) if diag.root_causes else ""
+    rest = diagnosis_html(Diagnosis(lessons=diag.lessons))
+    return head + lead + table + rest
 
 
-def cases_text(results: Sequence[Any]) -> str:
+def cases_text(results: Sequence[Any], checks: Sequence[Any] = ()) -> str:
     """Plain-text fallback of cases_html (what a terminal or a text-only viewer shows)."""
+    diag = diagnose(results, checks)
     lines = [f"{sum(r.status == 'pass' for r in results)}/{len(results)} cases pass"]
+    for r in diag.root_causes:
+        lines.append(f"  ROOT CAUSE {r.check}: {r.detail}")
     for r in results:
         lines.append(f"  {r.status.upper():<10} {r.name:<45} max err {_err(r.max_error) or '-'}")
         if r.status != "pass":
             lines.append(f"             {r.detail}")
-            lines.append(f"             lesson: {r.lesson}")
+            if r.name in diag.cause_of:
+                lines.append(f"             cause: {diag.cause_of[r.name]} (root cause)")
+    for item in diag.lessons:
+        lines.append(f"  lesson for {', '.join(item.cases)}: {item.text}")
     return "\n".join(lines)
 
 
@@ -71,7 +113,7 @@ def checks_html(checks: Sequence[Any]) -> str:
     rows = "".join(
         f"<tr><td>{_badge(c.status)}</td><td style='text-align:left'><b>{html.escape(c.name)}</b>: "
         f"{html.escape(c.detail)}"
-        + ("" if c.status == "pass" else f"<div><b>Lesson:</b> {html.escape(c.lesson)}</div>")
+        + (f"<div><b>Lesson:</b> {html.escape(c.lesson)}</div>" if c.lesson else "")
         + "</td></tr>"
         for c in checks
     )
@@ -79,7 +121,9 @@ def checks_html(checks: Sequence[Any]) -> str:
 
 
 def checks_text(checks: Sequence[Any]) -> str:
-    return "\n".join(f"  {c.status.upper():<12} {c.name}: {c.detail}" for c in checks)
+    return "\n".join(
+        f"  {c.status.upper().replace('_', ' '):<12} {c.name}: {c.detail}" for c in checks
+    )
 
 
 def verdict_html(verdict: str, passed: int, total: int, missing: Sequence[str] = ()) -> str:

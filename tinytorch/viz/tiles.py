@@ -106,6 +106,8 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
     )
     last_row, last_col = layout.rows[-1], layout.cols[-1]
     n_k = len(layout.k_blocks)
+    # Points per matrix entry: panels share one scale (width ratios are k : n : n), equal aspect.
+    unit_pt = min(12 * 72 * 0.85 / (k + 2 * n), 4.2 * 72 * 0.7 / max(m, k))
 
     # C: every output tile, coloured by kind.
     for t in layout.tiles:
@@ -162,22 +164,28 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
             )
         )
         if n_k <= 12:
-            ax_a.text(
-                kb.start + kb.size / 2,
-                last_row.start + last_row.size / 2,
-                f"k{i}",
-                ha="center",
-                va="center",
-                fontsize=7,
-            )
-            ax_b.text(
-                last_col.start + last_col.size / 2,
-                kb.start + kb.size / 2,
-                f"k{i}",
-                ha="center",
-                va="center",
-                fontsize=7,
-            )
+            room = kb.size * unit_pt  # points along K for this block's label
+            if room >= 9:  # A's blocks run along x: horizontal if wide, else upright
+                ax_a.text(
+                    kb.start + kb.size / 2,
+                    last_row.start + last_row.size / 2,
+                    f"k{i}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    rotation=0 if room >= 16 else 90,
+                    color="white" if i > (n_k - 1) / 2 else "black",  # readable on dark shades
+                )
+            if room >= 9:  # B's blocks run along y: a label one line tall fits from 9 points
+                ax_b.text(
+                    last_col.start + last_col.size / 2,
+                    kb.start + kb.size / 2,
+                    f"k{i}",
+                    ha="center",
+                    va="center",
+                    fontsize=8 if room >= 11 else 6,
+                    color="white" if i > (n_k - 1) / 2 else "black",
+                )
     for ax, spans_y, spans_x in (
         (ax_a, layout.rows, layout.k_blocks),
         (ax_b, layout.k_blocks, layout.cols),

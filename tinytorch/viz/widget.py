@@ -1,7 +1,10 @@
 """The tile-size widget: pick tile sizes and shapes, see tiled_matmul's pass/fail heatmap.
 
-Core ipywidgets only (SelectMultiple, Output, HTML, HBox/VBox), so it runs under ipywidgets 7.7
-(Colab) and 8 alike. Figures go through `plt.show()` inside the Output, as `%matplotlib inline` needs.
+The kernel is yours or one of a few example bugs (so each bug's pattern is seen before it is
+met); a second view times your tiled_matmul across tile sizes on one large shape beside NumPy.
+Core ipywidgets only (SelectMultiple, Dropdown, ToggleButtons, Output, HTML, HBox/VBox), so it
+runs under ipywidgets 7.7 (Colab) and 8 alike. Figures go through `plt.show()` inside the Output,
+as `%matplotlib inline` needs.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 
+from tinytorch.viz.bugs import BUGS, YOURS, bug_grid
 from tinytorch.viz.heatmap import HeatmapData, draw_heatmap, heatmap_data, shape_label
 
 # (M, K, N): ragged on every axis, 1-wide, K = 1, smaller than a tile, larger than two tiles.
@@ -28,6 +33,89 @@ TILE_SIZES: tuple[int, ...] = (3, 5, 7, 8, 16, 32, 64, 128)
 DEFAULT_TILES: tuple[int, ...] = (7, 16, 64)
 
 Grid = Callable[..., list]  # check_matmul_grid(impl, shapes, tile_sizes, seed=..., timeout=...)
+Timer = Callable[..., dict]  # tile_throughput(impl, seed=..., timeout=...)
+HEATMAP, SPEED = "pass/fail heatmap", "GFLOP/s vs tile size"
+THROUGHPUT_SIZE = 256  # M = K = N of the timed problem: large enough for cache effects to show
+THROUGHPUT_TILES = (8, 16, 32, 64, 128, 256)
+HINT = "Ctrl-click (Cmd-click on a Mac) or Shift-click to pick several."
+# SelectMultiple shows picked options in light grey once it loses focus: make them stand out.
+STYLE = (
+    "<style>.tt-heatmap select option:checked{background:#1f77b4 linear-gradient(#1f77b4,#1f77b4);"
+    "color:#fff;font-weight:bold}</style>"
+)
+
+
+def tile_throughput(
+    impl: str,
+    *,
+    size: int = THROUGHPUT_SIZE,
+    tiles: Sequence[int] = THROUGHPUT_TILES,
+    seed: int = 0,
+    timeout: float = 20.0,
+    repeats: int = 2,
+) -> dict[str, Any]:
+    """Your tiled_matmul's GFLOP/s per tile size on one size^3 problem (in a child), and NumPy's.
+
+    {"size", "tiles", "gflops": [float | None per tile], "numpy_gflops", "errors": [str]}.
+    The child times each call around the function itself; NumPy is timed here, by
+    tinytorch.profiling.measure_latency.
+    """
+    from tinytorch.milestone07.calls import StudentCalls
+    from tinytorch.milestone07.sandbox import Sandbox
+    from tinytorch.profiling import measure_latency
+
+    rng = np.random.default_rng([seed, 99])
+    a = rng.standard_normal((size, size)).astype(np.float32)
+    b = rng.standard_normal((size, size)).astype(np.float32)
+    flops = 2.0 * size**3
+    rates: list[float | None] = []
+    errors: list[str] = []
+    with Sandbox(impl) as box:
+        info = box.start()
+        ready = info.get("status") == "ok" and info["functions"].get("tiled_matmul") == "ok"
+        calls = StudentCalls(box, timeout)
+        for t in tiles:
+            best = None
+            for _ in range(repeats if ready else 0):
+                reply = calls.call("tiled_matmul", [a, b], {"tile_size": t}, label=f"tile {t}")
+                if reply["status"] != "ok":
+                    errors.append(f"tile {t}: {reply.get('error', reply['status'])}")
+                    break
+                best = min(best or np.inf, float(reply["seconds"]))
+            rates.append(flops / best / 1e9 if best else None)
+        if not ready:
+            errors.append(str(info.get("error") or "tiled_matmul is missing"))
+    numpy = measure_latency(np.matmul, a, b, warmup=1, repeats=5)
+    return {
+        "size": size,
+        "tiles": list(tiles),
+        "gflops": rates,
+        "numpy_gflops": flops / numpy.min_s / 1e9,
+        "errors": errors,
+    }
+
+
+def draw_tile_throughput(data: dict[str, Any]) -> Any:
+    """GFLOP/s against tile size (log 2), NumPy's BLAS as a line: Python overhead vs cache."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    tiles = [t for t, g in zip(data["tiles"], data["gflops"], strict=True) if g is not None]
+    rates = [g for g in data["gflops"] if g is not None]
+    ax.plot(tiles, rates, "o-", color="#d62728", label="your tiled_matmul")
+    ax.axhline(data["numpy_gflops"], color="#1f77b4", linestyle="--", label="NumPy (BLAS)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(data["tiles"])
+    ax.set_xticklabels([str(t) for t in data["tiles"]])
+    ax.set_xlabel("tile_size")
+    ax.set_ylabel("GFLOP/s (best of runs)")
+    n = data["size"]
+    ax.set_title(
+        f"{n}x{n} @ {n}x{n}: small tiles pay Python overhead per block, big ones lose the cache",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def _default_grid() -> Grid:
@@ -49,6 +137,7 @@ class TileHeatmap:
         seed: int = 0,
         timeout: float = 5.0,
         grid: Grid | None = None,
+        timer: Timer | None = None,
     ) -> None:
         import ipywidgets as w
 
@@ -58,10 +147,22 @@ class TileHeatmap:
                 f"selected_tiles must be among tile_sizes {tuple(tile_sizes)}, got {unknown}"
             )
         self.impl, self.seed, self.timeout = impl, seed, timeout
-        self.grid = grid or _default_grid()
+        self.student_grid = grid or _default_grid()
+        self.timer = timer or tile_throughput
         self.shapes_by_label = {shape_label(s): tuple(s) for s in shapes}
         self.last: HeatmapData | None = None
+        self.last_speed: dict[str, Any] | None = None
         self.refreshes = 0
+        self.busy = False
+        self.shown: str | None = None  # what the Output holds now: HEATMAP, SPEED or None
+        self.states: list[str] = []  # every status shown, in order (what the tests read)
+        self.source = w.Dropdown(
+            options=[YOURS, *BUGS],
+            value=YOURS,
+            description="kernel",
+            layout=w.Layout(width="360px"),
+        )
+        self.view = w.ToggleButtons(options=[HEATMAP, SPEED], value=HEATMAP)
         self.tiles = w.SelectMultiple(
             options=[str(t) for t in tile_sizes],
             value=[str(t) for t in selected_tiles],
@@ -77,13 +178,32 @@ class TileHeatmap:
         )
         self.status = w.HTML()
         self.out = w.Output()
-        self.widget = w.VBox([w.HBox([self.tiles, self.shapes]), self.status, self.out])
-        self.tiles.observe(self._changed, names="value")
-        self.shapes.observe(self._changed, names="value")
+        self.out.add_class("tt-heatmap-out")  # a stable handle for the browser test
+        hint = w.HTML(f"{STYLE}<small>{HINT}</small>")
+        picks = w.VBox([w.HBox([self.tiles, self.shapes]), hint])
+        picks.add_class("tt-heatmap")
+        self.widget = w.VBox([w.HBox([self.source, self.view]), picks, self.status, self.out])
+        for control in (self.tiles, self.shapes, self.source, self.view):
+            control.observe(self._changed, names="value")
         self.refresh()
 
     def _changed(self, _change: dict[str, Any]) -> None:
         self.refresh()
+
+    def _clear(self) -> None:
+        self.out.clear_output()
+        self.shown = None
+
+    def _say(self, text: str) -> None:
+        self.status.value = text
+        self.states.append(text)
+
+    @property
+    def grid(self) -> Grid:
+        """The student's grid, or an example bug's (run here: it is our code)."""
+        if self.source.value == YOURS:
+            return self.student_grid
+        return bug_grid(BUGS[self.source.value])
 
     def selection(self) -> tuple[list[tuple[int, int, int]], list[int]]:
         """The shapes and tile sizes currently picked, in display order."""
@@ -96,32 +216,64 @@ class TileHeatmap:
         return shapes, tiles
 
     def refresh(self) -> None:
-        """Run the grid for the current selection and redraw; never raises into the widget."""
-        shapes, tiles = self.selection()
+        """Recompute the current view and redraw; never raises into the widget."""
         self.refreshes += 1
+        self.busy = True
+        try:
+            if self.view.value == SPEED:
+                self._refresh_speed()
+            else:
+                self._refresh_heatmap()
+        finally:
+            self.busy = False
+
+    def _refresh_heatmap(self) -> None:
+        shapes, tiles = self.selection()
+        if not shapes or not tiles:
+            self.last = None
+            self._clear()  # now, not on the next output: there is none
+            self._say("<i>Pick at least one tile size and one shape.</i>")
+            return
+        who = html.escape(self.source.value)
+        self._say(f"<i>running… {who} on {len(shapes)} shapes x {len(tiles)} tile sizes</i>")
+        self._clear()
+        try:
+            results = self.grid(self.impl, shapes, tiles, seed=self.seed, timeout=self.timeout)
+            self.last = heatmap_data(results, shapes, tiles)
+        except Exception as exc:  # noqa: BLE001  (a broken grid run must not kill the widget)
+            self.last = None
+            self._say(f"<b style='color:#d62728'>grid failed: {html.escape(repr(exc))}</b>")
+            return
+        passed = int((self.last.status == 1).sum())
+        self._say(
+            f"<b>{passed}/{self.last.status.size}</b> (shape, tile) pairs pass for {who} "
+            f"(refresh {self.refreshes}, tiles {tiles})"
+        )
         with self.out:
-            self.out.clear_output(wait=True)
-            if not shapes or not tiles:
-                self.last = None
-                self.status.value = "<i>Pick at least one tile size and one shape.</i>"
-                return
-            try:
-                results = self.grid(self.impl, shapes, tiles, seed=self.seed, timeout=self.timeout)
-                self.last = heatmap_data(results, shapes, tiles)
-            except Exception as exc:  # noqa: BLE001  (a broken grid run must not kill the widget)
-                self.last = None
-                self.status.value = (
-                    f"<b style='color:#d62728'>grid failed: {html.escape(repr(exc))}</b>"
-                )
-                return
-            passed = int((self.last.status == 1).sum())
-            self.status.value = (
-                f"<b>{passed}/{self.last.status.size}</b> (shape, tile) pairs pass "
-                f"(refresh {self.refreshes}, tiles {tiles})"
-            )
-            fig = draw_heatmap(self.last)
+            fig = draw_heatmap(self.last, title=f"tiled_matmul ({self.source.value})")
             plt.show()
             plt.close(fig)
+        self.shown = HEATMAP
+
+    def _refresh_speed(self) -> None:
+        self._say(f"<i>running… timing your tiled_matmul at tile sizes {THROUGHPUT_TILES}</i>")
+        self._clear()
+        try:
+            self.last_speed = self.timer(self.impl, seed=self.seed)
+        except Exception as exc:  # noqa: BLE001
+            self.last_speed = None
+            self._say(f"<b style='color:#d62728'>timing failed: {html.escape(repr(exc))}</b>")
+            return
+        errors = "; ".join(self.last_speed.get("errors", []))
+        self._say(
+            f"<b>GFLOP/s of your tiled_matmul</b> beside NumPy (refresh {self.refreshes})"
+            + (f" <span style='color:#d62728'>{html.escape(errors)}</span>" if errors else "")
+        )
+        with self.out:
+            fig = draw_tile_throughput(self.last_speed)
+            plt.show()
+            plt.close(fig)
+        self.shown = SPEED
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

@@ -1,0 +1,38 @@
+"""`tito milestone run 07 --plots DIR`: a PNG of where each group's first failing case is wrong."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from tinytorch.cli.milestone import run_milestone
+
+BASE = Path(__file__).parent / "mutants" / "student_base.py"
+
+
+def test_plots_are_written_for_the_first_failure_of_each_broken_group(tmp_path):
+    src = BASE.read_text()
+    src = src.replace("C[i0:i1, j0:j1] += A", "C[i0:i1, j0:j1] = A")  # tiled_matmul assigns
+    src = src.replace(
+        "cols[:, :, :, :, di, dj] = win", "cols[:, :, :, :, dj, di] = win"
+    )  # im2col swaps kernel row and col
+    impl = tmp_path / "acceleration.py"
+    impl.write_text(src)
+    out = io.StringIO()
+    code = run_milestone(str(impl), part_b=False, plots=str(tmp_path / "plots"), out=out)
+    assert code == 1
+    names = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert names == [
+        "im2col_conv2d__pad1.png",
+        "im2col_layout.png",
+        "tiled_matmul__multiple__tile64.png",
+    ]
+    assert all((tmp_path / "plots" / n).stat().st_size > 5000 for n in names)
+    assert f"drawings in {tmp_path / 'plots'}" in out.getvalue()
+
+
+def test_a_passing_kernel_writes_no_plots(tmp_path):
+    out = io.StringIO()
+    assert run_milestone(str(BASE), part_b=False, plots=str(tmp_path / "p"), out=out) == 0
+    assert list((tmp_path / "p").iterdir()) == []
+    assert "none (nothing failed with a drawing)" in out.getvalue()

@@ -1,0 +1,133 @@
+"""Interactive drawings: sliders redraw the ragged-tile and im2col figures.
+
+Core ipywidgets only (IntSlider, Output, HTML, HBox/VBox), so they run under ipywidgets 7.7
+(Colab) and 8 alike. Each explorer keeps `redraws` and `error` so tests can read its state.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+from tinytorch.viz.im2col import draw_im2col
+from tinytorch.viz.tiles import draw_ragged_tiles
+
+
+class _Explorer:
+    """Sliders -> draw(**values) -> the Output; a ValueError becomes a message, never a traceback."""
+
+    def __init__(self, sliders: dict[str, Any], draw: Callable[..., Any], name: str) -> None:
+        import ipywidgets as w
+
+        self.sliders, self.draw = sliders, draw
+        self.redraws = 0
+        self.error: str | None = None
+        self.status = w.HTML()
+        self.out = w.Output()
+        self.out.add_class(f"tt-{name}-out")  # a stable handle for the browser test
+        rows = [w.HBox(list(sliders.values())[i : i + 4]) for i in range(0, len(sliders), 4)]
+        self.widget = w.VBox([*rows, self.status, self.out])
+        for s in sliders.values():
+            s.observe(self._changed, names="value")
+        self.refresh()
+
+    def values(self) -> dict[str, int]:
+        return {name: int(s.value) for name, s in self.sliders.items()}
+
+    def _changed(self, _change: dict[str, Any]) -> None:
+        self.refresh()
+
+    def kwargs(self) -> dict[str, Any]:
+        return self.values()
+
+    def refresh(self) -> None:
+        self.redraws += 1
+        self.out.clear_output(wait=True)
+        try:
+            fig = self.draw(**self.kwargs())
+        except ValueError as exc:
+            self.error = str(exc)
+            self.out.clear_output()
+            self.status.value = f"<b style='color:#d62728'>{html.escape(str(exc))}</b>"
+            return
+        self.error = None
+        self.status.value = ""
+        with self.out:
+            plt.show()
+        plt.close(fig)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def _slider(description: str, value: int, low: int, high: int) -> Any:
+    import ipywidgets as w
+
+    return w.IntSlider(
+        value=value,
+        min=low,
+        max=high,
+        description=description,
+        continuous_update=False,  # redraw on release: a figure takes ~0.3 s
+        layout=w.Layout(width="240px"),
+    )
+
+
+class TileExplorer(_Explorer):
+    """draw_ragged_tiles with sliders for M, N, K and the tile size."""
+
+    def __init__(self, m: int = 37, n: int = 23, k: int = 29, tile: int = 7) -> None:
+        super().__init__(
+            {
+                "m": _slider("M", m, 1, 80),
+                "n": _slider("N", n, 1, 80),
+                "k": _slider("K", k, 1, 80),
+                "tile": _slider("tile", tile, 1, 32),
+            },
+            draw_ragged_tiles,
+            "tiles",
+        )
+
+
+class Im2colExplorer(_Explorer):
+    """draw_im2col with C, H, W, k, stride, padding and the output position to highlight."""
+
+    def __init__(
+        self, c: int = 2, h: int = 5, w: int = 5, k: int = 3, stride: int = 1, padding: int = 1
+    ) -> None:
+        super().__init__(
+            {
+                "c": _slider("C", c, 1, 3),
+                "h": _slider("H", h, 2, 9),
+                "w": _slider("W", w, 2, 9),
+                "k": _slider("k", k, 1, 5),
+                "stride": _slider("stride", stride, 1, 3),
+                "padding": _slider("padding", padding, 0, 2),
+                "out_row": _slider("out row", 0, 0, 8),
+                "out_col": _slider("out col", 0, 0, 8),
+            },
+            draw_im2col,
+            "im2col",
+        )
+
+    def kwargs(self) -> dict[str, Any]:
+        v = self.values()
+        oh = (v["h"] + 2 * v["padding"] - v["k"]) // v["stride"] + 1
+        ow = (v["w"] + 2 * v["padding"] - v["k"]) // v["stride"] + 1
+        # The highlighted position follows the output when a slider shrinks it.
+        v["out_row"] = min(v["out_row"], max(oh - 1, 0))
+        v["out_col"] = min(v["out_col"], max(ow - 1, 0))
+        return {
+            "c": v["c"],
+            "h": v["h"],
+            "w": v["w"],
+            "k": v["k"],
+            "stride": v["stride"],
+            "padding": v["padding"],
+            "field": (v["out_row"], v["out_col"]),
+        }

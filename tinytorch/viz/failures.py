@@ -1,0 +1,253 @@
+"""Where a failing case is wrong, drawn from the evidence its result carries (never re-running it).
+
+`draw_case(result)` reads `result.evidence` (milestone07/evidence.py computed it in the parent from
+the output the sandbox returned) and picks the drawing by its "kind":
+- tiled_matmul: |error| of C with the tile grid, and the fraction of each k's product missing;
+- im2col: the column matrix's labels, expected vs actual (channel, kernel row, kernel col);
+- col2im: the per-pixel |error| beside the count of windows covering each pixel;
+- fused_gelu: |error| against x on a log scale, with the float64 formula;
+- im2col_conv2d: the |error| at each output position;
+- shape: a wrong shape, yours over the expected one (e.g. col2im's uncropped padding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+_TINY = 1e-12  # the floor of a log-scale error axis (an exact value has error 0)
+
+
+def _get(result: Any, name: str) -> Any:
+    return result.get(name) if isinstance(result, Mapping) else getattr(result, name, None)
+
+
+def _matrix(values: Any) -> np.ndarray:
+    return np.array(values, dtype=np.float64)
+
+
+def _colorbar(fig: Figure, ax: Any, image: Any, label: str) -> None:
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04).set_label(label, fontsize=8)
+
+
+def _draw_matmul(ev: Mapping[str, Any], name: str) -> Figure:
+    m, k, n = ev["shape"]
+    tile, pool = ev["tile"], ev["pool"]
+    err = _matrix(ev["error"])
+    panels = 2 if ev.get("k_missing") is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 4.6), squeeze=False)
+    ax = axes[0, 0]
+    image = ax.imshow(err, cmap="Reds", extent=(0, n, m, 0), interpolation="nearest", vmin=0)
+    _colorbar(fig, ax, image, "|C - A @ B|")
+    for edge in range(tile, m, tile):
+        ax.axhline(edge, color="#1f77b4", linewidth=0.8)
+    for edge in range(tile, n, tile):
+        ax.axvline(edge, color="#1f77b4", linewidth=0.8)
+    ax.set_xlim(0, n)
+    ax.set_ylim(m, 0)
+    ax.set_xlabel("N (column of C)")
+    ax.set_ylabel("M (row of C)")
+    pooled = f", max over {pool}x{pool} blocks" if pool > 1 else ""
+    ax.set_title(f"|error| of C ({m}x{n}), tile grid {tile}{pooled}", fontsize=9)
+    if panels == 2:
+        ax = axes[0, 1]
+        missing = np.array(ev["k_missing"], dtype=np.float64)
+        colours = ["#d62728" if abs(v) > 0.5 else "#9ecae1" for v in missing]
+        ax.bar(np.arange(k), missing, width=1.0, color=colours, edgecolor="none")
+        for edge in range(tile, k, tile):
+            ax.axvline(edge - 0.5, color="#1f77b4", linewidth=0.8)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_xlim(-0.5, k - 0.5)
+        ax.set_ylim(min(-0.2, missing.min() - 0.1), max(1.2, missing.max() + 0.1))
+        ax.set_xlabel(f"k (0..{k - 1}); blue lines: K-block edges every {tile}")
+        ax.set_ylabel("share of A[:, k] B[k, :] missing")
+        ax.set_title("1 = that k's product was left out, 0 = summed once", fontsize=9)
+    fig.suptitle(f"{name}: where C is wrong", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _label(lab: Any) -> str:
+    return "none" if lab is None else "{},{},{}".format(*lab)
+
+
+def _draw_im2col(ev: Mapping[str, Any], name: str) -> Figure:
+    expected, actual, wrong = ev["expected"], ev["actual"], set(ev["wrong"])
+    cols = len(expected)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.42 * cols + 1.5), 3.4))
+    for j in range(cols):
+        bad = j in wrong
+        face = "#f4a582" if bad else "#d1e5f0"
+        ax.add_patch(plt.Rectangle((j, 0), 1, 2, facecolor=face, edgecolor="white"))
+        ax.text(
+            j + 0.5, 0.5, _label(expected[j]), ha="center", va="center", rotation=90, fontsize=8
+        )
+        ax.text(
+            j + 0.5,
+            1.5,
+            _label(actual[j]),
+            ha="center",
+            va="center",
+            rotation=90,
+            fontsize=8,
+            fontweight="bold" if bad else "normal",
+            color="#b2182b" if bad else "black",
+        )
+    ax.set_xlim(0, cols)
+    ax.set_ylim(2, 0)
+    ax.set_yticks([0.5, 1.5])
+    ax.set_yticklabels(["expected", "yours"], fontsize=9)
+    ax.set_xticks(np.arange(cols) + 0.5)
+    ax.set_xticklabels([str(j) for j in range(cols)], fontsize=7)
+    ax.set_xlabel("column of im2col(x); labels (channel, kernel row, kernel col)", fontsize=8)
+    ax.set_title(
+        f"{name}: {len(wrong)} of {cols} columns hold another column's values (red)", fontsize=10
+    )
+    fig.tight_layout()
+    return fig
+
+
+def _draw_col2im(ev: Mapping[str, Any], name: str) -> Figure:
+    err, cover = _matrix(ev["error"]), np.array(ev["coverage"])
+    g = ev["geometry"]
+    fig, (ax_e, ax_c) = plt.subplots(1, 2, figsize=(11, 4.2))
+    image = ax_e.imshow(err, cmap="Reds", vmin=0, interpolation="nearest")
+    _colorbar(fig, ax_e, image, "|error|")
+    ax_e.set_title("|col2im(g) - reference| per pixel (max over N, C)", fontsize=9)
+    image = ax_c.imshow(cover, cmap="Blues", vmin=0, interpolation="nearest")
+    _colorbar(fig, ax_c, image, "windows")
+    if cover.size <= 400:
+        for (i, j), v in np.ndenumerate(cover):
+            shade = "white" if v > cover.max() / 2 else "black"  # readable on dark cells
+            ax_c.text(j, i, str(v), ha="center", va="center", fontsize=8, color=shade)
+    ax_c.set_title("windows covering each pixel: col2im must ADD that many", fontsize=9)
+    fig.suptitle(f"{name} (k={g['k']}, stride {g['stride']}, padding {g['padding']})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _draw_gelu(ev: Mapping[str, Any], name: str) -> Figure:
+    x = np.array(ev["x"], dtype=np.float64)
+    err = np.array([np.nan if e is None else e for e in ev["error"]], dtype=np.float64)
+    ref = np.array(ev["ref"], dtype=np.float64)
+    fig, (ax_e, ax_r) = plt.subplots(2, 1, figsize=(8, 5.6), sharex=True)
+    finite = np.isfinite(err)
+    ax_e.semilogy(x[finite], np.maximum(err[finite], _TINY), ".", markersize=3, color="#d62728")
+    if (~finite).any():
+        top = np.nanmax(err[finite]) if finite.any() else 1.0
+        ax_e.plot(x[~finite], np.full((~finite).sum(), max(top, 1.0) * 10), "kx", label="NaN/inf")
+        ax_e.legend(fontsize=8)
+    ax_e.axhline(1e-5, color="grey", linestyle="--", linewidth=0.8)
+    ax_e.text(x.min(), 1.2e-5, "tolerance scale 1e-5", fontsize=7, color="grey")
+    ax_e.set_ylabel("|yours - float64 formula|")
+    ax_e.set_title(f"{name}: error against x (log scale)", fontsize=10)
+    ax_r.plot(x, ref, color="#1f77b4", linewidth=1.2, label="float64 tanh-GELU")
+    ax_r.set_xlabel("x")
+    ax_r.set_ylabel("GELU(x)")
+    ax_r.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _draw_conv(ev: Mapping[str, Any], name: str) -> Figure:
+    err = _matrix(ev["error"])
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    image = ax.imshow(err, cmap="Reds", vmin=0, interpolation="nearest")
+    _colorbar(fig, ax, image, "|error|")
+    if err.size <= 200:
+        for (i, j), v in np.ndenumerate(err):
+            ax.text(j, i, f"{v:.1g}", ha="center", va="center", fontsize=7)
+    ax.set_xlabel("output column")
+    ax.set_ylabel("output row")
+    ax.set_title(f"{name}: |error| per output position (max over N, F)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _draw_shape(ev: Mapping[str, Any], name: str) -> Figure:
+    exp, got = list(ev["expected"]), list(ev["actual"])
+    (eh, ew), (gh, gw) = ([1, *s][-2:] for s in (exp, got))
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    ax.add_patch(plt.Rectangle((0, 0), gw, gh, facecolor="#f4a582", edgecolor="#b2182b", lw=2))
+    ax.add_patch(plt.Rectangle((0, 0), ew, eh, fill=False, edgecolor="#2166ac", lw=2.5, ls="--"))
+    ax.set_xlim(0, max(ew, gw) * 1.05)
+    ax.set_ylim(max(eh, gh) * 1.05, 0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("last axis")
+    ax.set_ylabel("second-to-last axis")
+    ax.legend(
+        [
+            plt.Rectangle((0, 0), 1, 1, fc="#f4a582"),
+            plt.Rectangle((0, 0), 1, 1, fill=False, ec="#2166ac", ls="--"),
+        ],
+        [f"yours {tuple(got)}", f"expected {tuple(exp)}"],
+        fontsize=8,
+        loc="lower right",
+    )
+    ax.set_title(f"{name}: wrong shape", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+_DRAW = {
+    "shape": _draw_shape,
+    "tiled_matmul": _draw_matmul,
+    "im2col": _draw_im2col,
+    "col2im": _draw_col2im,
+    "fused_gelu": _draw_gelu,
+    "im2col_conv2d": _draw_conv,
+}
+
+
+def draw_case(result: Any) -> Figure | None:
+    """Where `result` (a CaseResult or CheckResult, or its JSON dict) is wrong; None if no evidence."""
+    ev = _get(result, "evidence")
+    if ev is None:
+        return None
+    if not isinstance(ev, Mapping) or ev.get("kind") not in _DRAW:
+        raise ValueError(f"draw_case: evidence must be a dict with a 'kind' in {sorted(_DRAW)}")
+    return _DRAW[ev["kind"]](ev, str(_get(result, "name")))
+
+
+def first_failures(cases: Any, checks: Any = ()) -> list[Any]:
+    """The first failing case with evidence in each group, then each failing check with evidence."""
+    seen: set[str] = set()
+    out = []
+    for c in cases:
+        if _get(c, "evidence") is not None and _get(c, "group") not in seen:
+            seen.add(_get(c, "group"))
+            out.append(c)
+    return out + [c for c in checks if _get(c, "evidence") is not None]
+
+
+def show_failures(cases: Any, checks: Any = ()) -> int:
+    """Draw and show first_failures(...) in a notebook (plt.show each); returns how many."""
+    shown = 0
+    for r in first_failures(cases, checks):
+        fig = draw_case(r)
+        if fig is not None:
+            plt.show()
+            plt.close(fig)
+            shown += 1
+    return shown
+
+
+def save_failure_plots(cases: Any, checks: Any, folder: str | Path) -> list[Path]:
+    """draw_case of first_failures(...) as PNGs in `folder` (created); returns the paths written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for r in first_failures(cases, checks):
+        fig = draw_case(r)
+        if fig is None:
+            continue
+        path = folder / (str(_get(r, "name")).replace("/", "__").replace(" ", "_") + ".png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
