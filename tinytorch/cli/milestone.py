@@ -101,9 +101,7 @@ def run_milestone(
             print(f"tito milestone: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        doc = _graded(
-            impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots
-        )
+        doc = _graded(impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots)
     except _UsageError as exc:
         print(f"tito milestone: {exc}", file=sys.stderr)
         return EXIT_USAGE
