@@ -1,13 +1,16 @@
 // TinyTorch native reference kernels: a BLIS-style SGEMM, a fused bias+GELU and the fused
 // GEMM+bias+GELU epilogue. Built on first use by extensions/build.py and bound with ctypes.
 //
-// ISA paths, chosen at compile time from the flags build.py probed for the running CPU:
-//   __AVX2__ && __FMA__  -> 6x16 micro-kernel in 12 ymm accumulators, AVX2 exp for GELU
-//     + __AVX512F__      -> the streaming bias+GELU (not the GEMM) on 16 lanes with masked tails
-//   __ARM_NEON           -> 6x16 micro-kernel in 24 q-register accumulators
-//   otherwise            -> portable scalar loops (the compiler may still auto-vectorise them)
-// tt_isa() reports which one this library was built with. tests/test_ext_isa_paths.py builds
-// and checks each path (NEON under qemu-aarch64).
+// ISA paths, chosen at compile time from the flags build.py probed (TINYTORCH_SIMD_ISA picks them):
+//   __AVX512F__ (+AVX2, FMA) -> 14x32 micro-kernel in 28 zmm accumulators, 16-lane GELU
+//   __AVX2__ && __FMA__      -> 6x16 micro-kernel in 12 ymm accumulators (inline asm), AVX2 GELU
+//   __ARM_NEON               -> 6x16 micro-kernel in 24 q-register accumulators
+//   otherwise                -> portable scalar loops (the compiler may still auto-vectorise them)
+// tt_isa() and tt_microkernel() report which one this library was built with.
+// tests/test_ext_isa_paths.py builds and checks each path (NEON under qemu-aarch64), and
+// tests/test_ext_codegen.py disassembles the x86 micro-kernels: their inner loops must take B from
+// registers, never as a memory operand of every FMA (what gcc's -funroll-loops did to the AVX2
+// intrinsics with 16 ymm registers, at 0.6x OpenBLAS).
 //
 // OpenMP: every parallel region passes num_threads explicitly. torch's bundled libgomp.so.1 and
 // the system one share a soname, so a process holds one runtime and torch.set_num_threads()
@@ -32,6 +35,9 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define TT_AVX2 1
+#if defined(__AVX512F__)
+#define TT_AVX512 1
+#endif
 #elif defined(__ARM_NEON) || defined(__ARM_NEON__)
 #include <arm_neon.h>
 #define TT_NEON 1
@@ -41,24 +47,32 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Blocking parameters (BLIS names).
-//   MR x NR : register tile of C held in accumulators by the micro-kernel (6 rows x 16 columns:
-//             AVX2 uses 6 x 2 ymm = 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 regs).
-//   KC      : depth of one rank-KC update; an MR x KC sliver of A (12 KiB) and a KC x NR sliver of
-//             B (32 KiB) stay in L1 while the micro-kernel streams through them.
-//   MC      : rows of A packed per block; the MC x KC block of A (144 KiB) stays in L2.
-//   NC      : columns of B packed per block; the KC x NC panel of B (6 MiB) lives in L3.
+//   MR x NR : register tile of C held in accumulators by the micro-kernel. AVX2: 6 rows x 16
+//             columns = 6 x 2 ymm = 12 accumulators + 2 B vectors + 2 broadcasts = all 16 ymm.
+//             AVX-512: 14 x 32 = 28 zmm accumulators + 2 B vectors, A broadcast from memory.
+//   KC      : depth of one rank-KC update; the KC x NR sliver of B stays in L1 while the
+//             micro-kernel sweeps the MR x KC slivers of A past it.
+//   MC      : rows of A per work tile; the MC x KC block of A stays in L2.
+//   NC      : columns of B packed per panel; the KC x NC panel of B lives in L3.
+// KC, MC and NC are set at run time from the running CPU's cache sizes (simd.py calls
+// tt_set_blocks with what build.gemm_blocks derives from sysfs/sysconf); the defaults below are
+// what a library nobody configured uses (32 KiB L1d, 512 KiB L2, 8 MiB L3 per the same rules).
 // ---------------------------------------------------------------------------------------------
-#ifndef TT_KC
-#define TT_KC 512
-#endif
-#ifndef TT_MC
-#define TT_MC 72
-#endif
+#if TT_AVX512
+constexpr size_t MR = 14;
+constexpr size_t NR = 32;
+#else
 constexpr size_t MR = 6;
 constexpr size_t NR = 16;
-constexpr size_t KC = TT_KC;
-constexpr size_t MC = TT_MC;  // a multiple of MR
-constexpr size_t NC = 3072;   // a multiple of NR
+#endif
+struct Blocks {
+    size_t kc, mc, nc;  // mc a multiple of MR, nc a multiple of NR
+};
+#if TT_AVX512
+Blocks g_blocks{128, 126, 4096};
+#else
+Blocks g_blocks{256, 120, 4096};
+#endif
 
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
@@ -116,10 +130,9 @@ inline __m256 gelu_avx2(__m256 y) {
 }
 #endif
 
-#if TT_AVX2 && defined(__AVX512F__)
-#define TT_AVX512 1
-// The same exp and GELU on 16 lanes, for the streaming bias+GELU kernel only (the GEMM stays on
-// the 6x16 AVX2 tile). Masked loads/stores handle the ragged tail without a scalar loop.
+#if TT_AVX512
+// The same exp and GELU on 16 lanes, for the GEMM epilogue and the streaming bias+GELU kernel.
+// Masked loads/stores handle the ragged tail without a scalar loop.
 inline __m512 exp_avx512(__m512 x) {
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -188,11 +201,7 @@ void pack_b_sliver(const float* B, size_t ldb, size_t kc, size_t nr, float* dst)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Micro-kernel: acc(MR x NR) = Ap(MR x kc sliver) @ Bp(kc x NR sliver), then write back to C:
-//   C  = acc            (first K block)          or   C += acc   (later K blocks)
-//   C  = gelu(C + bias) (last K block, fused)    applied on the registers before the store,
-// so the fused epilogue costs no extra pass over C. Ragged tiles (mr < MR or nr < NR) go through
-// a small MR x NR buffer and a scalar write-back.
+// Write-back of a micro-kernel's MR x NR accumulator tile into C (see micro_kernel below).
 // ---------------------------------------------------------------------------------------------
 struct Epilogue {
     bool accumulate;     // add to what C already holds (K blocks after the first)
@@ -210,36 +219,210 @@ void write_back_scalar(const float* acc, float* C, size_t ldc, size_t mr, size_t
     }
 }
 
-#if TT_AVX2
+// The micro-kernels proper: acc (MR x NR, row-major, 64-byte aligned) = Ap sliver @ Bp sliver.
+// They are separate, never-inlined functions so that the epilogue's register use cannot leak into
+// the inner loop, and so tests/test_ext_codegen.py can find and disassemble them by name.
+#if TT_AVX512
+// 14 x 32 on zmm: 28 accumulators c<i>0, c<i>1 (columns 0-15, 16-31 of row i), 2 B vectors; each
+// A value is broadcast straight from memory into the FMA ({1to16}). 30 of 32 zmm registers.
+#define TT_ROWS14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+#define TT_DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define TT_STEP(i)                                  \
+    {                                               \
+        const __m512 a = _mm512_set1_ps(Ap[i]);     \
+        c##i##0 = _mm512_fmadd_ps(a, b0, c##i##0);  \
+        c##i##1 = _mm512_fmadd_ps(a, b1, c##i##1);  \
+    }
+#define TT_STORE(i)                                 \
+    _mm512_store_ps(acc + (i) * NR, c##i##0);       \
+    _mm512_store_ps(acc + (i) * NR + 16, c##i##1);
+__attribute__((noinline)) void ukernel_avx512_14x32(size_t kc, const float* Ap, const float* Bp,
+                                                    float* acc) {
+    TT_ROWS14(TT_DECL)
+    for (size_t k = 0; k < kc; ++k) {
+        const __m512 b0 = _mm512_load_ps(Bp);
+        const __m512 b1 = _mm512_load_ps(Bp + 16);
+        TT_ROWS14(TT_STEP)
+        Ap += MR;
+        Bp += NR;
+    }
+    TT_ROWS14(TT_STORE)
+}
+#undef TT_ROWS14
+#undef TT_DECL
+#undef TT_STEP
+#undef TT_STORE
+#elif TT_AVX2
+// 6 x 16 on ymm, in inline asm so that no compiler flag can change the register allocation:
+// ymm4..ymm15 hold the 12 accumulators (row i in ymm(4+2i), ymm(5+2i)), ymm0/ymm1 the 16 B
+// values of one k step, ymm2/ymm3 two broadcast A values. Per k step: 2 B loads, 6 broadcasts,
+// 12 register-only FMAs. The k loop is unrolled 4x by hand; A is prefetched ~16 steps ahead.
+#define TT_KSTEP(u)                                              \
+    "vmovups " #u "*64(%[b]), %%ymm0\n\t"                        \
+    "vmovups " #u "*64+32(%[b]), %%ymm1\n\t"                     \
+    "vbroadcastss " #u "*24+0(%[a]), %%ymm2\n\t"                 \
+    "vbroadcastss " #u "*24+4(%[a]), %%ymm3\n\t"                 \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                     \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                     \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                     \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                     \
+    "vbroadcastss " #u "*24+8(%[a]), %%ymm2\n\t"                 \
+    "vbroadcastss " #u "*24+12(%[a]), %%ymm3\n\t"                \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                     \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                     \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                    \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                    \
+    "vbroadcastss " #u "*24+16(%[a]), %%ymm2\n\t"                \
+    "vbroadcastss " #u "*24+20(%[a]), %%ymm3\n\t"                \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                    \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                    \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                    \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+__attribute__((noinline)) void ukernel_avx2_6x16(size_t kc, const float* Ap, const float* Bp,
+                                                 float* acc) {
+    size_t k4 = kc / 4, k1 = kc % 4;
+    __asm__ volatile(
+        "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
+        "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+        "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
+        "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
+        "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
+        "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
+        "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
+        "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+        "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
+        "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
+        "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
+        "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
+        "test %[k4], %[k4]\n\t"
+        "jz 2f\n\t"
+        ".p2align 5\n"
+        "1:\n\t"
+        "prefetcht0 384(%[a])\n\t"
+        "prefetcht0 448(%[a])\n\t"
+        TT_KSTEP(0) TT_KSTEP(1) TT_KSTEP(2) TT_KSTEP(3)
+        "add $96, %[a]\n\t"
+        "add $256, %[b]\n\t"
+        "dec %[k4]\n\t"
+        "jnz 1b\n"
+        "2:\n\t"
+        "test %[k1], %[k1]\n\t"
+        "jz 4f\n"
+        "3:\n\t"
+        TT_KSTEP(0)
+        "add $24, %[a]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[k1]\n\t"
+        "jnz 3b\n"
+        "4:\n\t"
+        "vmovaps %%ymm4, 0(%[c])\n\t"
+        "vmovaps %%ymm5, 32(%[c])\n\t"
+        "vmovaps %%ymm6, 64(%[c])\n\t"
+        "vmovaps %%ymm7, 96(%[c])\n\t"
+        "vmovaps %%ymm8, 128(%[c])\n\t"
+        "vmovaps %%ymm9, 160(%[c])\n\t"
+        "vmovaps %%ymm10, 192(%[c])\n\t"
+        "vmovaps %%ymm11, 224(%[c])\n\t"
+        "vmovaps %%ymm12, 256(%[c])\n\t"
+        "vmovaps %%ymm13, 288(%[c])\n\t"
+        "vmovaps %%ymm14, 320(%[c])\n\t"
+        "vmovaps %%ymm15, 352(%[c])\n\t"
+        : [a] "+r"(Ap), [b] "+r"(Bp), [k4] "+r"(k4), [k1] "+r"(k1)
+        : [c] "r"(acc)
+        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+#undef TT_KSTEP
+#elif TT_NEON
+// 6 x 16 on q registers: 24 accumulators + 4 B vectors of the 32 AArch64 vector registers.
+__attribute__((noinline)) void ukernel_neon_6x16(size_t kc, const float* Ap, const float* Bp,
+                                                 float* acc) {
+    float32x4_t c[MR][4];
+    for (size_t i = 0; i < MR; ++i)
+        for (size_t q = 0; q < 4; ++q) c[i][q] = vdupq_n_f32(0.0f);
+    for (size_t k = 0; k < kc; ++k) {
+        float32x4_t b0 = vld1q_f32(Bp), b1 = vld1q_f32(Bp + 4);
+        float32x4_t b2 = vld1q_f32(Bp + 8), b3 = vld1q_f32(Bp + 12);
+        for (size_t i = 0; i < MR; ++i) {
+            float a = Ap[i];
+            c[i][0] = vfmaq_n_f32(c[i][0], b0, a);
+            c[i][1] = vfmaq_n_f32(c[i][1], b1, a);
+            c[i][2] = vfmaq_n_f32(c[i][2], b2, a);
+            c[i][3] = vfmaq_n_f32(c[i][3], b3, a);
+        }
+        Ap += MR;
+        Bp += NR;
+    }
+    for (size_t i = 0; i < MR; ++i)
+        for (size_t q = 0; q < 4; ++q) vst1q_f32(acc + i * NR + 4 * q, c[i][q]);
+}
+#else
+void ukernel_scalar(size_t kc, const float* Ap, const float* Bp, float* acc) {
+    for (size_t i = 0; i < MR * NR; ++i) acc[i] = 0.0f;
+    for (size_t k = 0; k < kc; ++k) {
+        for (size_t i = 0; i < MR; ++i) {
+            float a = Ap[k * MR + i];
+            for (size_t j = 0; j < NR; ++j) acc[i * NR + j] += a * Bp[k * NR + j];
+        }
+    }
+}
+#endif
+
+#if TT_AVX512
+#define TT_UKERNEL ukernel_avx512_14x32
+#define TT_UKERNEL_NAME "14x32 avx512f"
+#elif TT_AVX2
+#define TT_UKERNEL ukernel_avx2_6x16
+#define TT_UKERNEL_NAME "6x16 avx2+fma asm"
+#elif TT_NEON
+#define TT_UKERNEL ukernel_neon_6x16
+#define TT_UKERNEL_NAME "6x16 neon"
+#else
+#define TT_UKERNEL ukernel_scalar
+#define TT_UKERNEL_NAME "6x16 scalar"
+#endif
+
+// One MR x NR tile of C: the micro-kernel, then the write-back
+//   C  = acc            (first K block)          or   C += acc   (later K blocks)
+//   C  = gelu(C + bias) (last K block, fused)    applied on the registers before the store,
+// so the fused epilogue costs no extra pass over C. Ragged tiles (mr < MR or nr < NR) take the
+// scalar write-back of only their valid part.
 void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t ldc, size_t mr,
                   size_t nr, Epilogue ep) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-    // C is only touched after the K loop: start fetching its 6 rows now so the write-back
-    // does not wait on memory.
+    alignas(64) float acc[MR * NR];
+#if TT_AVX2
+    // C is only touched after the K loop: start fetching its rows now so the write-back does
+    // not wait on memory.
     for (size_t i = 0; i < mr; ++i) {
         _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc + NR - 1), _MM_HINT_T0);
     }
-    for (size_t k = 0; k < kc; ++k) {
-        _mm_prefetch(reinterpret_cast<const char*>(Ap + 8 * MR), _MM_HINT_T0);
-        __m256 b0 = _mm256_loadu_ps(Bp);
-        __m256 b1 = _mm256_loadu_ps(Bp + 8);
-        __m256 a;
-        a = _mm256_broadcast_ss(Ap + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
-        a = _mm256_broadcast_ss(Ap + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
-        a = _mm256_broadcast_ss(Ap + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
-        a = _mm256_broadcast_ss(Ap + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
-        a = _mm256_broadcast_ss(Ap + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
-        a = _mm256_broadcast_ss(Ap + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
-        Ap += MR;
-        Bp += NR;
+#endif
+    TT_UKERNEL(kc, Ap, Bp, acc);
+#if TT_AVX512
+    if (mr == MR && nr == NR) {
+        __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+        if (ep.bias) {
+            bias0 = _mm512_loadu_ps(ep.bias);
+            bias1 = _mm512_loadu_ps(ep.bias + 16);
+        }
+        for (size_t i = 0; i < MR; ++i) {
+            float* c = C + i * ldc;
+            __m512 v0 = _mm512_load_ps(acc + i * NR), v1 = _mm512_load_ps(acc + i * NR + 16);
+            if (ep.accumulate) {
+                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(c));
+                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(c + 16));
+            }
+            if (ep.bias) {
+                v0 = gelu_avx512(_mm512_add_ps(v0, bias0));
+                v1 = gelu_avx512(_mm512_add_ps(v1, bias1));
+            }
+            _mm512_storeu_ps(c, v0);
+            _mm512_storeu_ps(c + 16, v1);
+        }
+        return;
     }
-    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+#elif TT_AVX2
     if (mr == MR && nr == NR) {
         __m256 bias0 = _mm256_setzero_ps(), bias1 = _mm256_setzero_ps();
         if (ep.bias) {
@@ -248,7 +431,7 @@ void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t 
         }
         for (size_t i = 0; i < MR; ++i) {
             float* c = C + i * ldc;
-            __m256 v0 = acc[i][0], v1 = acc[i][1];
+            __m256 v0 = _mm256_load_ps(acc + i * NR), v1 = _mm256_load_ps(acc + i * NR + 8);
             if (ep.accumulate) {
                 v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
                 v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
@@ -262,50 +445,9 @@ void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t 
         }
         return;
     }
-    alignas(32) float buf[MR * NR];
-    for (size_t i = 0; i < MR; ++i) {
-        _mm256_store_ps(buf + i * NR, acc[i][0]);
-        _mm256_store_ps(buf + i * NR + 8, acc[i][1]);
-    }
-    write_back_scalar(buf, C, ldc, mr, nr, ep);
-}
-#elif TT_NEON
-void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t ldc, size_t mr,
-                  size_t nr, Epilogue ep) {
-    float32x4_t acc[MR][4];
-    for (size_t i = 0; i < MR; ++i)
-        for (size_t q = 0; q < 4; ++q) acc[i][q] = vdupq_n_f32(0.0f);
-    for (size_t k = 0; k < kc; ++k) {
-        float32x4_t b0 = vld1q_f32(Bp), b1 = vld1q_f32(Bp + 4);
-        float32x4_t b2 = vld1q_f32(Bp + 8), b3 = vld1q_f32(Bp + 12);
-        for (size_t i = 0; i < MR; ++i) {
-            float a = Ap[i];
-            acc[i][0] = vfmaq_n_f32(acc[i][0], b0, a);
-            acc[i][1] = vfmaq_n_f32(acc[i][1], b1, a);
-            acc[i][2] = vfmaq_n_f32(acc[i][2], b2, a);
-            acc[i][3] = vfmaq_n_f32(acc[i][3], b3, a);
-        }
-        Ap += MR;
-        Bp += NR;
-    }
-    alignas(16) float buf[MR * NR];
-    for (size_t i = 0; i < MR; ++i)
-        for (size_t q = 0; q < 4; ++q) vst1q_f32(buf + i * NR + 4 * q, acc[i][q]);
-    write_back_scalar(buf, C, ldc, mr, nr, ep);
-}
-#else
-void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t ldc, size_t mr,
-                  size_t nr, Epilogue ep) {
-    float buf[MR * NR] = {0.0f};
-    for (size_t k = 0; k < kc; ++k) {
-        for (size_t i = 0; i < MR; ++i) {
-            float a = Ap[k * MR + i];
-            for (size_t j = 0; j < NR; ++j) buf[i * NR + j] += a * Bp[k * NR + j];
-        }
-    }
-    write_back_scalar(buf, C, ldc, mr, nr, ep);
-}
 #endif
+    write_back_scalar(acc, C, ldc, mr, nr, ep);
+}
 
 // Grow-only per-thread scratch: packing buffers are reused across calls instead of being
 // re-allocated (and re-faulted) on every GEMM.
@@ -350,6 +492,7 @@ int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, 
         return 0;
     }
     int nt = clamp_threads(threads);
+    const size_t KC = g_blocks.kc, MC = g_blocks.mc, NC = g_blocks.nc;
     size_t m_pad = round_up(M, MR);
     size_t kc_max = std::min(KC, K);
     size_t nc_max = std::min(NC, round_up(N, NR));
@@ -419,7 +562,7 @@ extern "C" {
 // Which ISA path this library was compiled with.
 const char* tt_isa(void) {
 #if TT_AVX512
-    return "avx2+fma, avx512f bias+gelu";
+    return "avx512f";
 #elif TT_AVX2
     return "avx2+fma";
 #elif TT_NEON
@@ -455,6 +598,28 @@ int tt_team_size(int threads) {
 
 int tt_mr(void) { return static_cast<int>(MR); }
 int tt_nr(void) { return static_cast<int>(NR); }
+
+// "6x16 avx2+fma asm", "14x32 avx512f", ...: the register tile and how it is written.
+const char* tt_microkernel(void) { return TT_UKERNEL_NAME; }
+
+// GEMM cache blocks. tt_set_blocks rounds mc up to a multiple of MR and nc to one of NR and
+// returns 0, or 1 (nothing changed) when a size is 0. Not thread-safe against a running GEMM:
+// simd.py sets them once, right after loading the library.
+int tt_set_blocks(size_t kc, size_t mc, size_t nc) {
+    if (kc == 0 || mc == 0 || nc == 0) return 1;
+    g_blocks = Blocks{kc, round_up(mc, MR), round_up(nc, NR)};
+    return 0;
+}
+
+// 0: KC, 1: MC, 2: NC (what the GEMM uses now); -1 for any other index.
+long tt_block(int which) {
+    switch (which) {
+        case 0: return static_cast<long>(g_blocks.kc);
+        case 1: return static_cast<long>(g_blocks.mc);
+        case 2: return static_cast<long>(g_blocks.nc);
+        default: return -1;
+    }
+}
 
 // C = A @ B (bias == NULL) or C = gelu(A @ B + bias) (bias of length N). Returns 0, or 1 when
 // a packing buffer could not be allocated (C is then unspecified).
