@@ -492,7 +492,10 @@ int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, 
         return 0;
     }
     int nt = clamp_threads(threads);
-    const size_t KC = g_blocks.kc, MC = g_blocks.mc, NC = g_blocks.nc;
+    const size_t KC = g_blocks.kc, NC = g_blocks.nc;
+    // Rows per work tile: at most g_blocks.mc, evened out so the last tile is not a sliver
+    // (M = 256, mc = 126: 3 tiles of 90, 90, 76 rows instead of 126, 126, 4).
+    const size_t MC = round_up(ceil_div(M, ceil_div(M, g_blocks.mc)), MR);
     size_t m_pad = round_up(M, MR);
     size_t kc_max = std::min(KC, K);
     size_t nc_max = std::min(NC, round_up(N, NR));
