@@ -20,13 +20,16 @@
 // checks dtype, contiguity and shapes, so the pointers here are trusted.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
+#include <thread>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -466,22 +469,33 @@ float* scratch(size_t count, int which) {
 // ---------------------------------------------------------------------------------------------
 // The blocked GEMM, C(M x N) = A(M x K) @ B(K x N) [then gelu(C + bias) if bias], in pseudo-code:
 //
-//   for pc in 0..K step KC:                          # one rank-KC update
-//     pack A[:, pc:pc+KC] -> Ap                      # threads split the MR slivers
-//     for jc in 0..N step NC:                        # B panel columns            (L3)
-//       pack B[pc:pc+KC, jc:jc+NC] -> Bp             # threads split the NR slivers
-//       barrier
-//       for (ic, jt) in tiles of MC rows x NT cols (dynamic, one tile per grab):
-//         for jr in jt..jt+NT step NR:               # KC x NR sliver of Bp       (L1)
-//           for ir in ic..ic+MC step MR:             # MC x KC block of Ap        (L2)
-//             micro_kernel(Ap[ir], Bp[jr]) -> C[ir:+MR, jc+jr:+NR]
-//               first pc: store; later pc: accumulate; last pc and fused: gelu(acc + bias)
-//       barrier                                      # Bp, Ap are reused by the next pc
+//   pack all of A -> Ap, as [K block][MR sliver][kc][MR]     # once per call
+//   for jc in 0..N step nc:                                  # B panel columns (usually one)
+//     pack B[:, jc:jc+nc] -> Bp, as [K block][NR sliver][kc][NR]
+//     barrier                                                # the only one per panel
+//     for (pc, ic, jt) in K blocks x tiles of MC rows x NT cols, handed out in this order:
+//       wait until tile (ic, jt) of K block pc-1 is done     # almost never waits
+//       for jr in jt..jt+NT step NR:                         # KC x NR sliver of Bp   (L1)
+//         for ir in ic..ic+MC step MR:                       # MC x KC block of Ap    (L2)
+//           micro_kernel(Ap[pc][ir], Bp[pc][jr]) -> C[ir:+MR, jc+jr:+NR]
+//             first pc: store; later pc: accumulate; last pc and fused: gelu(acc + bias)
+//       mark tile (ic, jt) of K block pc done
 //
-// Tiles are handed out dynamically rather than split M-wise up front: on a shared machine one
-// thread can lose its core for a while, and a static split would make the other one wait.
+// Work items are taken from one atomic counter, so they are handed out in order, and threads
+// never meet at a barrier between K blocks: on a shared machine one thread can lose its core for
+// a while, and the other keeps taking work instead of waiting for it. The only wait is for the
+// previous K block of the same C tile (its accumulator), which was handed out a whole sweep of
+// tiles earlier. Consecutive items share ic, so a thread's MC x KC block of A stays in its L2.
 // ---------------------------------------------------------------------------------------------
-constexpr size_t NT = 4 * NR;  // columns per work tile: 64
+constexpr size_t NT = 4 * NR;                       // columns per work tile: 64 (AVX-512: 128)
+constexpr size_t kMaxPanelBytes = size_t{64} << 20;  // packed B panel (K x nc) at most this
+
+inline void cpu_relax(unsigned spins) {
+#if TT_AVX2
+    _mm_pause();
+#endif
+    if (spins % 256 == 255) std::this_thread::yield();  // oversubscribed: let the other run
+}
 
 int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, size_t K,
                   size_t lda, size_t ldb, size_t ldc, const float* bias, int threads) {
@@ -492,71 +506,84 @@ int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, 
         return 0;
     }
     int nt = clamp_threads(threads);
-    const size_t KC = g_blocks.kc, NC = g_blocks.nc;
+    const size_t KC = std::min(g_blocks.kc, K);
     // Rows per work tile: at most g_blocks.mc, evened out so the last tile is not a sliver
     // (M = 256, mc = 126: 3 tiles of 90, 90, 76 rows instead of 126, 126, 4).
     const size_t MC = round_up(ceil_div(M, ceil_div(M, g_blocks.mc)), MR);
-    size_t m_pad = round_up(M, MR);
-    size_t kc_max = std::min(KC, K);
-    size_t nc_max = std::min(NC, round_up(N, NR));
-    float* Bp = scratch(kc_max * nc_max, 0);
-    float* Ap = scratch(m_pad * kc_max, 1);
+    // Panel width: g_blocks.nc, less if the packed K x nc panel would pass kMaxPanelBytes.
+    size_t nc_cap = kMaxPanelBytes / (K * sizeof(float)) / NT * NT;
+    const size_t NC = std::max(NT, std::min(g_blocks.nc, nc_cap));
+    const size_t m_pad = round_up(M, MR);
+    const size_t nc_max = std::min(round_up(NC, NR), round_up(N, NR));
+    const size_t k_blocks = ceil_div(K, KC);
+    float* Ap = scratch(m_pad * K, 1);
+    float* Bp = scratch(nc_max * K, 0);
     if (!Bp || !Ap) return 1;
-    size_t a_slivers = m_pad / MR;
-    size_t m_tiles = ceil_div(M, MC);
+    const size_t a_slivers = m_pad / MR;
+    const size_t m_tiles = ceil_div(M, MC);
+    const size_t max_tiles = m_tiles * ceil_div(std::min(N, NC), NT);
+    std::unique_ptr<std::atomic<size_t>[]> done(new (std::nothrow) std::atomic<size_t>[max_tiles]);
+    if (!done) return 1;
     // Small problems: fewer threads than tiles would leave some idle anyway.
-    size_t min_tiles = m_tiles * ceil_div(std::min(N, NC), NT);
-    if (min_tiles < static_cast<size_t>(nt)) nt = static_cast<int>(min_tiles);
+    if (max_tiles < static_cast<size_t>(nt)) nt = static_cast<int>(max_tiles);
     (void)nt;
 
+    for (size_t jc = 0; jc < N; jc += NC) {
+        const size_t nc = std::min(NC, N - jc);
+        const size_t nc_pad = round_up(nc, NR);
+        const size_t b_slivers = nc_pad / NR;
+        const size_t n_tiles = ceil_div(nc, NT);
+        const size_t tiles = m_tiles * n_tiles;
+        for (size_t t = 0; t < tiles; ++t) done[t].store(0, std::memory_order_relaxed);
+        const size_t a_tasks = jc == 0 ? a_slivers * k_blocks : 0;  // A is packed once
+        const size_t pack_tasks = a_tasks + b_slivers * k_blocks;
+        std::atomic<size_t> next{0};
 #if defined(_OPENMP)
 #pragma omp parallel num_threads(nt)
 #endif
-    {
-        for (size_t pc = 0; pc < K; pc += KC) {
-            size_t kc = std::min(KC, K - pc);
-            Epilogue ep{pc > 0, nullptr};
-            bool last_k = pc + kc == K;
+        {
 #if defined(_OPENMP)
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, 4)
 #endif
-            for (size_t s = 0; s < a_slivers; ++s) {
-                size_t i0 = s * MR;
-                pack_a(A + i0 * lda + pc, lda, std::min(MR, M - i0), kc, Ap + i0 * kc);
-            }
-            for (size_t jc = 0; jc < N; jc += NC) {
-                size_t nc = std::min(NC, N - jc);
-                size_t b_slivers = ceil_div(nc, NR);
-                size_t n_tiles = ceil_div(nc, NT);
-#if defined(_OPENMP)
-#pragma omp for schedule(static)
-#endif
-                for (size_t s = 0; s < b_slivers; ++s) {
-                    size_t j0 = s * NR;
+            for (size_t task = 0; task < pack_tasks; ++task) {
+                if (task < a_tasks) {
+                    size_t p = task / a_slivers, s = task % a_slivers;  // K block, A sliver
+                    size_t pc = p * KC, kc = std::min(KC, K - pc), i0 = s * MR;
+                    pack_a(A + i0 * lda + pc, lda, std::min(MR, M - i0), kc, Ap + pc * m_pad + i0 * kc);
+                } else {
+                    size_t bt = task - a_tasks;
+                    size_t p = bt / b_slivers, s = bt % b_slivers;  // K block, B sliver
+                    size_t pc = p * KC, kc = std::min(KC, K - pc), j0 = s * NR;
                     pack_b_sliver(B + pc * ldb + jc + j0, ldb, kc, std::min(NR, nc - j0),
-                                  Bp + s * NR * kc);
-                }  // implicit barrier: Bp and (first jc) Ap are complete
-#if defined(_OPENMP)
-#pragma omp for schedule(dynamic, 1)
-#endif
-                for (size_t t = 0; t < m_tiles * n_tiles; ++t) {
-                    size_t ic = (t / n_tiles) * MC, jt = (t % n_tiles) * NT;
-                    size_t mcb = std::min(MC, M - ic), ntb = std::min(NT, nc - jt);
-                    for (size_t jr = jt; jr < jt + ntb; jr += NR) {
-                        size_t nr = std::min(NR, nc - jr);
-                        Epilogue e = ep;
-                        if (last_k && bias) e.bias = bias + jc + jr;
-                        for (size_t ir = ic; ir < ic + mcb; ir += MR) {
-                            micro_kernel(kc, Ap + ir * kc, Bp + jr * kc, C + ir * ldc + jc + jr,
-                                         ldc, std::min(MR, M - ir), nr, e);
-                        }
+                                  Bp + pc * nc_pad + j0 * kc);
+                }
+            }  // implicit barrier: Ap and this panel's Bp are complete
+            for (;;) {
+                const size_t item = next.fetch_add(1, std::memory_order_relaxed);
+                if (item >= k_blocks * tiles) break;
+                const size_t p = item / tiles, t = item % tiles;
+                for (unsigned spins = 0; done[t].load(std::memory_order_acquire) < p; ++spins)
+                    cpu_relax(spins);
+                const size_t pc = p * KC, kc = std::min(KC, K - pc);
+                const size_t ic = (t / n_tiles) * MC, jt = (t % n_tiles) * NT;
+                const size_t mcb = std::min(MC, M - ic), ntb = std::min(NT, nc - jt);
+                Epilogue ep{p > 0, nullptr};
+                for (size_t jr = jt; jr < jt + ntb; jr += NR) {
+                    const size_t nr = std::min(NR, nc - jr);
+                    Epilogue e = ep;
+                    if (p + 1 == k_blocks && bias) e.bias = bias + jc + jr;
+                    for (size_t ir = ic; ir < ic + mcb; ir += MR) {
+                        micro_kernel(kc, Ap + pc * m_pad + ir * kc, Bp + pc * nc_pad + jr * kc,
+                                     C + ir * ldc + jc + jr, ldc, std::min(MR, M - ir), nr, e);
                     }
-                }  // implicit barrier: nobody still reads Bp (next jc) or Ap (next pc)
+                }
+                done[t].store(p + 1, std::memory_order_release);
             }
-        }
+        }  // end of the parallel region: nobody still reads Bp when the next panel is packed
     }
     return 0;
 }
+
 
 }  // namespace
 
@@ -753,7 +780,9 @@ double tt_fma_peak(size_t iters, int threads) {
         for (size_t it = 0; it < iters; ++it)
             for (int r = 0; r < 12; ++r) acc[r] = _mm512_fmadd_ps(acc[r], m, a);
         for (int r = 1; r < 12; ++r) acc[0] = _mm512_add_ps(acc[0], acc[r]);
-        sink += _mm512_reduce_add_ps(acc[0]);
+        alignas(64) float out[16];
+        _mm512_store_ps(out, acc[0]);
+        sink += out[0];
 #elif TT_AVX2
         __m256 acc[12];
         for (int r = 0; r < 12; ++r) acc[r] = _mm256_set1_ps(0.001f * r);
