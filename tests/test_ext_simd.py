@@ -175,12 +175,14 @@ print(simd.build_info()["isa"], simd.build_info()["microkernel"])
 """
 
 
-@pytest.mark.parametrize("isa", ["native", "avx2", "scalar"])
+@pytest.mark.parametrize("isa", ["native", "avx2", "avx512", "scalar"])
 def test_every_isa_path_built_here_is_correct(tmp_path, isa: str) -> None:
     """TINYTORCH_SIMD_ISA=isa in a fresh process: ragged GEMM and its fused epilogue on 1 and 2
     threads, GELU error <= 1e-6 for |x| <= 20 and no NaN for any finite input."""
     if isa == "avx2" and not {"avx2", "fma"} <= build.cpu_features():
         pytest.skip("CPU lacks AVX2/FMA")
+    if isa == "avx512" and "avx512f" not in build.cpu_features():
+        pytest.skip("CPU lacks AVX-512F")
     env = dict(os.environ, TINYTORCH_SIMD_ISA=isa)
     proc = subprocess.run(
         [sys.executable, "-c", PATH_CHECK], env=env, capture_output=True, text=True, check=False
@@ -191,6 +193,8 @@ def test_every_isa_path_built_here_is_correct(tmp_path, isa: str) -> None:
         assert built == "scalar"
     elif isa == "avx2":
         assert built == "avx2+fma"
+    elif isa == "avx512":
+        assert built == "avx512f"
 
 
 # ------------------------------------------------------------------ bad arguments never segfault
