@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -311,3 +312,27 @@ def test_gemm_blocks_env_override_and_its_errors(monkeypatch) -> None:
     monkeypatch.setenv(simd.BLOCKS_ENV, "128,0,512")
     with pytest.raises(RuntimeError, match="TINYTORCH_GEMM_BLOCKS must be three positive"):
         simd.gemm_blocks(6, 16, sizes)
+
+
+@needs_cxx
+def test_the_library_defaults_are_the_blocks_of_the_default_cache_sizes(
+    tmp_path, monkeypatch
+) -> None:
+    """An unconfigured library (the C++ test drivers) uses what gemm_blocks gives for
+    build.DEFAULT_CACHE_SIZES; a fresh process, so simd has not set the blocks yet."""
+    code = (
+        "import json\n"
+        "from tinytorch.extensions import build\n"
+        "lib, _ = build.build()\n"
+        "print(json.dumps([lib.tt_mr(), lib.tt_nr(), *(lib.tt_block(i) for i in range(3))]))\n"
+    )
+    env = dict(os.environ, TINYTORCH_CACHE_DIR=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    mr, nr, kc, mc, nc = json.loads(out.stdout)
+    defaults = {k: (v, "default") for k, v in build.DEFAULT_CACHE_SIZES.items()}
+    monkeypatch.delenv(simd.BLOCKS_ENV, raising=False)
+    blocks = simd.gemm_blocks(mr, nr, defaults)
+    assert (kc, mc, nc) == (blocks["KC"], blocks["MC"], blocks["NC"])
