@@ -180,10 +180,55 @@ int clamp_threads(int threads) {
 // kc rows of NR contiguous values; columns past nc are zero. Zero padding lets the micro-kernel
 // always run a full MR x NR tile; only the write-back is ragged.
 // ---------------------------------------------------------------------------------------------
+#if TT_AVX2 && !TT_AVX512
+// Packs a full 6-row sliver 8 k at a time: the 6 rows (plus 2 zero rows) are loaded as 8 x 8 and
+// transposed in registers, and column k (6 values and 2 junk lanes) is stored at dst + 6k with an
+// 8-wide store; the junk lanes land where column k+1 goes and are overwritten by it, in order.
+// Stops while at least one k is left, so the caller's scalar tail overwrites the last junk and no
+// store passes the sliver's end. Returns how many k it packed. Strided scalar loads of 6 rows 4 KiB
+// apart ran at ~3 cycles per float here; this is several times faster.
+size_t pack_a_6x8(const float* A, size_t lda, size_t kc, float* dst) {
+    size_t k = 0;
+    const __m256 z = _mm256_setzero_ps();
+    for (; k + 8 < kc; k += 8) {
+        __m256 r0 = _mm256_loadu_ps(A + 0 * lda + k), r1 = _mm256_loadu_ps(A + 1 * lda + k);
+        __m256 r2 = _mm256_loadu_ps(A + 2 * lda + k), r3 = _mm256_loadu_ps(A + 3 * lda + k);
+        __m256 r4 = _mm256_loadu_ps(A + 4 * lda + k), r5 = _mm256_loadu_ps(A + 5 * lda + k);
+        // 8 x 8 transpose (rows 6, 7 zero): unpack pairs, shuffle quads, swap 128-bit halves.
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        __m256 u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE);
+        __m256 u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
+        float* d = dst + k * MR;
+        _mm256_storeu_ps(d + 0 * MR, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(d + 1 * MR, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(d + 2 * MR, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(d + 3 * MR, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(d + 4 * MR, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(d + 5 * MR, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(d + 6 * MR, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(d + 7 * MR, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+    return k;
+}
+#endif
+
 void pack_a(const float* A, size_t lda, size_t mc, size_t kc, float* Ap) {
     for (size_t i0 = 0; i0 < mc; i0 += MR) {
         size_t mr = std::min(MR, mc - i0);
         float* dst = Ap + i0 * kc;  // sliver i0/MR starts at (i0/MR) * MR * kc
+        if (mr == MR) {  // full sliver
+            size_t k = 0;
+#if TT_AVX2 && !TT_AVX512
+            k = pack_a_6x8(A + i0 * lda, lda, kc, dst);
+#endif
+            for (; k < kc; ++k)  // a constant trip count the compiler unrolls
+                for (size_t i = 0; i < MR; ++i) dst[k * MR + i] = A[(i0 + i) * lda + k];
+            continue;
+        }
         for (size_t k = 0; k < kc; ++k) {
             size_t i = 0;
             for (; i < mr; ++i) dst[k * MR + i] = A[(i0 + i) * lda + k];
