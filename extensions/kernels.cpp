@@ -534,7 +534,7 @@ float* scratch(size_t count, int which) {
 // tiles earlier. Consecutive items share ic, so a thread's MC x KC block of A stays in its L2.
 // ---------------------------------------------------------------------------------------------
 constexpr size_t NT = 4 * NR;                       // columns per work tile: 64 (AVX-512: 128)
-constexpr size_t kMaxPanelBytes = size_t{64} << 20;  // packed B panel (K x nc) at most this
+size_t g_panel_bytes = size_t{64} << 20;  // cap on packed A (M x K) and a B panel (K x nc)
 
 inline void cpu_relax(unsigned spins) {
 #if TT_AVX2
@@ -543,8 +543,24 @@ inline void cpu_relax(unsigned spins) {
     if (spins % 256 == 255) std::this_thread::yield();  // oversubscribed: let the other run
 }
 
+int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, size_t K,
+                size_t lda, size_t ldb, size_t ldc, const float* bias, int threads);
+
+// Rows of C are independent: a GEMM whose packed A (M x K) would pass g_panel_bytes runs as
+// several row panels, so the packing buffers stay bounded whatever the shape.
 int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, size_t K,
                   size_t lda, size_t ldb, size_t ldc, const float* bias, int threads) {
+    size_t rows = std::max(MR, g_panel_bytes / (std::max<size_t>(K, 1) * sizeof(float)) / MR * MR);
+    for (size_t i0 = 0; i0 < M; i0 += rows) {
+        int rc = sgemm_panel(A + i0 * lda, B, C + i0 * ldc, std::min(rows, M - i0), N, K, lda,
+                             ldb, ldc, bias, threads);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, size_t K,
+                size_t lda, size_t ldb, size_t ldc, const float* bias, int threads) {
     if (M == 0 || N == 0) return 0;
     if (K == 0) {  // empty sum: C = 0, then the epilogue
         for (size_t i = 0; i < M; ++i)
@@ -556,8 +572,8 @@ int sgemm_blocked(const float* A, const float* B, float* C, size_t M, size_t N, 
     // Rows per work tile: at most g_blocks.mc, evened out so the last tile is not a sliver
     // (M = 256, mc = 126: 3 tiles of 90, 90, 76 rows instead of 126, 126, 4).
     const size_t MC = round_up(ceil_div(M, ceil_div(M, g_blocks.mc)), MR);
-    // Panel width: g_blocks.nc, less if the packed K x nc panel would pass kMaxPanelBytes.
-    size_t nc_cap = kMaxPanelBytes / (K * sizeof(float)) / NT * NT;
+    // Panel width: g_blocks.nc, less if the packed K x nc panel would pass g_panel_bytes.
+    size_t nc_cap = g_panel_bytes / (K * sizeof(float)) / NT * NT;
     const size_t NC = std::max(NT, std::min(g_blocks.nc, nc_cap));
     const size_t m_pad = round_up(M, MR);
     const size_t nc_max = std::min(round_up(NC, NR), round_up(N, NR));
@@ -685,6 +701,14 @@ int tt_set_blocks(size_t kc, size_t mc, size_t nc) {
     if (kc == 0 || mc == 0 || nc == 0) return 1;
     g_blocks = Blocks{kc, round_up(mc, MR), round_up(nc, NR)};
     return 0;
+}
+
+// Cap on the packing buffers (default 64 MiB): larger GEMMs run in row panels and narrower B
+// panels. Tests set it small to exercise those paths; returns the previous value.
+size_t tt_set_panel_bytes(size_t bytes) {
+    size_t old = g_panel_bytes;
+    if (bytes > 0) g_panel_bytes = bytes;
+    return old;
 }
 
 // 0: KC, 1: MC, 2: NC (what the GEMM uses now); -1 for any other index.

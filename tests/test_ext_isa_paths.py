@@ -30,6 +30,7 @@ const char* tt_microkernel(void);
 int tt_mr(void);
 int tt_nr(void);
 int tt_set_blocks(size_t, size_t, size_t);
+size_t tt_set_panel_bytes(size_t);
 int tt_sgemm(const float*, const float*, float*, size_t, size_t, size_t, size_t, size_t, size_t, const float*, int);
 int tt_bias_gelu(const float*, const float*, float*, size_t, size_t, int);
 }
@@ -41,7 +42,7 @@ int main(){
   // N panels and M tiles.
   size_t shapes[][3]={{1,1,1},{7,5,3},{13,513,17},{73,1030,33},{6,16,16},{14,9,32},{15,40,33},
                       {29,300,65},{100,37,3100}};
-  // Default blocks, then small ones: KC=16, MC=2 MR, NC=3 NR.
+  // Default blocks, then small ones: KC=16, MC=2 MR, NC=3 NR, 4 KiB packing buffers.
   size_t blocks[][3]={{256,120,4096},{16,2*mr,3*nr}};
   double worst=0;
   for (auto& s: shapes){
@@ -54,6 +55,7 @@ int main(){
     for(size_t i=0;i<M;++i) for(size_t j=0;j<N;++j){ double r=0; for(size_t k=0;k<K;++k) r+=(double)A[i*K+k]*B[k*N+j]; R[i*N+j]=r; }
     for (auto& bl: blocks) for (int threads=1; threads<=2; ++threads) for (int fused=0; fused<2; ++fused){
       if (tt_set_blocks(bl[0],bl[1],bl[2])) return 2;
+      tt_set_panel_bytes(bl[0] == 16 ? 4096 : (size_t{64} << 20));  // small: row and B panels
       tt_sgemm(A.data(),B.data(),C.data(),M,N,K,K,N,N,fused?bias.data():nullptr,threads);
       double err=0;
       for(size_t i=0;i<M;++i) for(size_t j=0;j<N;++j){ double r=R[i*N+j]; if(fused) r=gelu(r+bias[j]); err=std::fmax(err,std::fabs(r-C[i*N+j])); }

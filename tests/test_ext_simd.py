@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -122,12 +123,17 @@ def test_build_info_records_the_isa_path_that_was_built() -> None:
 
 @pytest.fixture
 def small_blocks():
-    """KC=16, MC=2 MR, NC=3 NR for one test: many K blocks, N panels and M tiles per GEMM."""
+    """KC=16, MC=2 MR, NC=3 NR and 4 KiB packing buffers for one test: many K blocks, M tiles,
+    row panels and B panels per GEMM."""
     lib = simd._load()
+    lib.tt_set_panel_bytes.restype = ctypes.c_size_t
+    lib.tt_set_panel_bytes.argtypes = [ctypes.c_size_t]
     saved = [lib.tt_block(i) for i in range(3)]
     assert lib.tt_set_blocks(16, 2 * lib.tt_mr(), 3 * lib.tt_nr()) == 0
+    panel = lib.tt_set_panel_bytes(4096)
     yield
     assert lib.tt_set_blocks(*saved) == 0
+    lib.tt_set_panel_bytes(panel)
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (13, 35, 17), (29, 100, 97), (100, 37, 200)])
