@@ -34,6 +34,9 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -507,9 +510,16 @@ float* scratch(size_t count, int which) {
     thread_local size_t caps[2] = {0, 0};
     if (caps[which] < count) {
         std::free(bufs[which]);
-        size_t bytes = round_up(count * sizeof(float), 64);
-        bufs[which] = static_cast<float*>(std::aligned_alloc(64, bytes));
+        // Large buffers are 2 MiB aligned and asked to be backed by huge pages (as NumPy does
+        // for its arrays): the packed panels span tens of MiB.
+        const size_t huge = size_t{2} << 20;
+        const size_t align = count * sizeof(float) >= 2 * huge ? huge : 64;
+        size_t bytes = round_up(count * sizeof(float), align);
+        bufs[which] = static_cast<float*>(std::aligned_alloc(align, bytes));
         caps[which] = bufs[which] ? count : 0;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (bufs[which] && align == huge) madvise(bufs[which], bytes, MADV_HUGEPAGE);
+#endif
     }
     return bufs[which];
 }
