@@ -332,9 +332,15 @@ __attribute__((noinline)) void ukernel_avx512_14x32(size_t kc, const float* Ap, 
     "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                    \
     "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                    \
     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+// mode 0: the tile goes to acc (row-major MR x NR) for the C++ epilogue; for a full tile without
+// bias it goes straight to C (rows ldc floats apart) from the registers: mode 1 stores, mode 2 adds
+// to what C holds. That skips a round trip through acc (~3% of a 1024 GEMM here).
 __attribute__((noinline)) void ukernel_avx2_6x16(size_t kc, const float* Ap, const float* Bp,
-                                                 float* acc) {
+                                                 float* acc, float* C, size_t ldc, int mode) {
     size_t k4 = kc / 4, k1 = kc % 4;
+    size_t ld = ldc * sizeof(float);
+    float* C3 = C + 3 * ldc;
+    size_t m = static_cast<size_t>(mode);
     __asm__ volatile(
         "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
         "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
@@ -369,6 +375,36 @@ __attribute__((noinline)) void ukernel_avx2_6x16(size_t kc, const float* Ap, con
         "dec %[k1]\n\t"
         "jnz 3b\n"
         "4:\n\t"
+        "cmp $1, %[m]\n\t"
+        "jb 5f\n\t"
+        "je 6f\n\t"
+        "vaddps (%[c0]), %%ymm4, %%ymm4\n\t"
+        "vaddps 32(%[c0]), %%ymm5, %%ymm5\n\t"
+        "vaddps (%[c0],%[ld],1), %%ymm6, %%ymm6\n\t"
+        "vaddps 32(%[c0],%[ld],1), %%ymm7, %%ymm7\n\t"
+        "vaddps (%[c0],%[ld],2), %%ymm8, %%ymm8\n\t"
+        "vaddps 32(%[c0],%[ld],2), %%ymm9, %%ymm9\n\t"
+        "vaddps (%[c3]), %%ymm10, %%ymm10\n\t"
+        "vaddps 32(%[c3]), %%ymm11, %%ymm11\n\t"
+        "vaddps (%[c3],%[ld],1), %%ymm12, %%ymm12\n\t"
+        "vaddps 32(%[c3],%[ld],1), %%ymm13, %%ymm13\n\t"
+        "vaddps (%[c3],%[ld],2), %%ymm14, %%ymm14\n\t"
+        "vaddps 32(%[c3],%[ld],2), %%ymm15, %%ymm15\n"
+        "6:\n\t"
+        "vmovups %%ymm4, (%[c0])\n\t"
+        "vmovups %%ymm5, 32(%[c0])\n\t"
+        "vmovups %%ymm6, (%[c0],%[ld],1)\n\t"
+        "vmovups %%ymm7, 32(%[c0],%[ld],1)\n\t"
+        "vmovups %%ymm8, (%[c0],%[ld],2)\n\t"
+        "vmovups %%ymm9, 32(%[c0],%[ld],2)\n\t"
+        "vmovups %%ymm10, (%[c3])\n\t"
+        "vmovups %%ymm11, 32(%[c3])\n\t"
+        "vmovups %%ymm12, (%[c3],%[ld],1)\n\t"
+        "vmovups %%ymm13, 32(%[c3],%[ld],1)\n\t"
+        "vmovups %%ymm14, (%[c3],%[ld],2)\n\t"
+        "vmovups %%ymm15, 32(%[c3],%[ld],2)\n\t"
+        "jmp 7f\n"
+        "5:\n\t"
         "vmovaps %%ymm4, 0(%[c])\n\t"
         "vmovaps %%ymm5, 32(%[c])\n\t"
         "vmovaps %%ymm6, 64(%[c])\n\t"
@@ -380,9 +416,10 @@ __attribute__((noinline)) void ukernel_avx2_6x16(size_t kc, const float* Ap, con
         "vmovaps %%ymm12, 256(%[c])\n\t"
         "vmovaps %%ymm13, 288(%[c])\n\t"
         "vmovaps %%ymm14, 320(%[c])\n\t"
-        "vmovaps %%ymm15, 352(%[c])\n\t"
+        "vmovaps %%ymm15, 352(%[c])\n"
+        "7:\n\t"
         : [a] "+r"(Ap), [b] "+r"(Bp), [k4] "+r"(k4), [k1] "+r"(k1)
-        : [c] "r"(acc)
+        : [c] "r"(acc), [c0] "r"(C), [c3] "r"(C3), [ld] "r"(ld), [m] "r"(m)
         : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
@@ -452,7 +489,15 @@ void micro_kernel(size_t kc, const float* Ap, const float* Bp, float* C, size_t 
         _mm_prefetch(reinterpret_cast<const char*>(C + i * ldc + NR - 1), _MM_HINT_T0);
     }
 #endif
+#if TT_AVX2 && !TT_AVX512
+    if (mr == MR && nr == NR && !ep.bias) {  // the asm writes C itself
+        ukernel_avx2_6x16(kc, Ap, Bp, acc, C, ldc, ep.accumulate ? 2 : 1);
+        return;
+    }
+    ukernel_avx2_6x16(kc, Ap, Bp, acc, C, ldc, 0);
+#else
     TT_UKERNEL(kc, Ap, Bp, acc);
+#endif
 #if TT_AVX512
     if (mr == MR && nr == NR) {
         __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
