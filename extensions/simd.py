@@ -21,7 +21,9 @@ _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _result: _build.BuildResult | None = None
 _error: str | None = None
+_blocks: dict[str, Any] = {}
 _MAX_THREADS = 512
+BLOCKS_ENV = "TINYTORCH_GEMM_BLOCKS"  # "KC,MC,NC": overrides the cache-derived blocks (tuning)
 
 _f32p = ctypes.c_void_p  # float*; passed as the integer address (cheaper than data_as)
 _size = ctypes.c_size_t
@@ -56,19 +58,65 @@ def _load() -> ctypes.CDLL:
         lib.tt_team_size.argtypes = [ctypes.c_int]
         lib.tt_fma_peak.restype = ctypes.c_double
         lib.tt_fma_peak.argtypes = [_size, ctypes.c_int]
+        lib.tt_microkernel.restype = ctypes.c_char_p
+        lib.tt_set_blocks.restype = ctypes.c_int
+        lib.tt_set_blocks.argtypes = [_size, _size, _size]
+        lib.tt_block.restype = ctypes.c_long
+        lib.tt_block.argtypes = [ctypes.c_int]
+        blocks = gemm_blocks(lib.tt_mr(), lib.tt_nr())
+        if lib.tt_set_blocks(blocks["KC"], blocks["MC"], blocks["NC"]) != 0:
+            _error = f"tt_set_blocks rejected {blocks}"
+            raise RuntimeError(_error)
+        # What the library really uses (it rounds MC and NC up to multiples of MR and NR).
+        blocks.update(KC=lib.tt_block(0), MC=lib.tt_block(1), NC=lib.tt_block(2))
+        _blocks.clear()
+        _blocks.update(blocks)
         _lib, _result = lib, res
         return lib
 
 
+def gemm_blocks(
+    mr: int, nr: int, caches: dict[str, tuple[int, str]] | None = None
+) -> dict[str, Any]:
+    """GEMM cache blocks for an MR x NR micro-kernel from the cache sizes (build.cache_sizes()):
+
+    KC: the KC x NR sliver of B fills half of L1d (the A sliver and C take the rest);
+    MC: the MC x KC block of A fills a quarter of L2 (room for B slivers streaming through);
+    NC: the KC x NC panel of B fills a quarter of L3 (shared with the other cores).
+    $TINYTORCH_GEMM_BLOCKS="KC,MC,NC" overrides them (for tuning); "source" says which applied.
+    """
+    caches = _build.cache_sizes() if caches is None else caches
+    l1d, l2, l3 = (caches[k][0] for k in ("l1d", "l2", "l3"))
+    kc = min(1024, max(64, l1d // 2 // (4 * nr) // 16 * 16))
+    mc = max(mr, l2 // 4 // (4 * kc) // mr * mr)
+    nc = min(8192, max(8 * nr, l3 // 4 // (4 * kc) // nr * nr))
+    source = ", ".join(
+        f"{k} {caches[k][0] >> 10} KiB ({caches[k][1]})" for k in ("l1d", "l2", "l3")
+    )
+    env = os.environ.get(BLOCKS_ENV, "").strip()
+    if env:
+        parts = [p.strip() for p in env.split(",")]
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise RuntimeError(
+                f"{BLOCKS_ENV} must be three positive integers KC,MC,NC, got {env!r}"
+            )
+        kc, mc, nc = (int(p) for p in parts)
+        source = f"{BLOCKS_ENV}={env}"
+    return {"MR": int(mr), "NR": int(nr), "KC": kc, "MC": mc, "NC": nc, "source": source}
+
+
 def available() -> tuple[bool, str]:
-    """(True, "avx2+fma, OpenMP, g++ 12.2") once the library builds and loads, else (False, why)."""
+    """(True, "avx2+fma, 6x16 avx2+fma asm, OpenMP, g++ 12.2") once the library for
+    $TINYTORCH_SIMD_ISA builds and loads, else (False, why), e.g. "TINYTORCH_SIMD_ISA=avx512: the
+    CPU lacks AVX512F"."""
     try:
         lib = _load()
     except RuntimeError as exc:
         return False, str(exc)
     assert _result is not None
     omp = "OpenMP" if _result.openmp else "single-thread (" + _result.openmp_reason + ")"
-    return True, f"{lib.tt_isa().decode()}, {omp}, {_result.compiler_version}"
+    kernel = lib.tt_microkernel().decode()
+    return True, f"{lib.tt_isa().decode()}, {kernel}, {omp}, {_result.compiler_version}"
 
 
 _cpus: int | None = None
@@ -89,10 +137,15 @@ def default_threads() -> int:
 
 
 def build_info() -> dict[str, Any]:
-    """built, isa, openmp, threads, compiler, flags, cache path, error (never raises)."""
+    """built, isa (the path built), isa_requested ($TINYTORCH_SIMD_ISA), microkernel, blocks
+    ({"MR","NR","KC","MC","NC","source"}), openmp, threads, compiler, flags, cache path, error
+    (never raises)."""
     info: dict[str, Any] = {
         "built": False,
         "isa": None,
+        "isa_requested": os.environ.get(_build.ISA_ENV, "").strip().lower() or "native",
+        "microkernel": None,
+        "blocks": None,
         "openmp": None,
         "threads": default_threads(),
         "compiler": None,
@@ -116,6 +169,9 @@ def build_info() -> dict[str, Any]:
     info.update(
         built=True,
         isa=lib.tt_isa().decode(),
+        isa_requested=res.isa,
+        microkernel=lib.tt_microkernel().decode(),
+        blocks=dict(_blocks),
         openmp=res.openmp,
         openmp_reason=res.openmp_reason,
         threads=default_threads() if res.openmp else 1,

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tinytorch.extensions import simd
+from tinytorch.extensions import build, simd
 
 OK, REASON = simd.available()
 pytestmark = pytest.mark.skipif(not OK, reason=f"C++ kernels unavailable: {REASON}")
@@ -105,9 +110,97 @@ def test_nd_input_uses_last_axis_for_bias() -> None:
 def test_build_info_records_the_isa_path_that_was_built() -> None:
     info = simd.build_info()
     assert info["built"] is True and info["error"] is None
-    assert info["isa"].split(",")[0] in ("avx2+fma", "neon", "scalar")
-    for key in ("openmp", "threads", "compiler", "flags", "cache_path"):
+    kernels = {"avx512f": "14x32 avx512f", "avx2+fma": "6x16 avx2+fma asm",
+               "neon": "6x16 neon", "scalar": "6x16 scalar"}  # fmt: skip
+    assert kernels[info["isa"]] == info["microkernel"]
+    mr, nr = (int(x) for x in info["microkernel"].split()[0].split("x"))
+    blocks = info["blocks"]
+    assert (blocks["MR"], blocks["NR"]) == (mr, nr)
+    assert blocks["MC"] % mr == 0 and blocks["NC"] % nr == 0 and blocks["KC"] >= 1
+    for key in ("openmp", "threads", "compiler", "flags", "cache_path", "isa_requested"):
         assert key in info
+
+
+@pytest.fixture
+def small_blocks():
+    """KC=16, MC=2 MR, NC=3 NR and 4 KiB packing buffers for one test: many K blocks, M tiles,
+    row panels and B panels per GEMM."""
+    lib = simd._load()
+    lib.tt_set_panel_bytes.restype = ctypes.c_size_t
+    lib.tt_set_panel_bytes.argtypes = [ctypes.c_size_t]
+    saved = [lib.tt_block(i) for i in range(3)]
+    assert lib.tt_set_blocks(16, 2 * lib.tt_mr(), 3 * lib.tt_nr()) == 0
+    panel = lib.tt_set_panel_bytes(4096)
+    yield
+    assert lib.tt_set_blocks(*saved) == 0
+    lib.tt_set_panel_bytes(panel)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (13, 35, 17), (29, 100, 97), (100, 37, 200)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_matmul_and_fused_epilogue_across_many_small_blocks(small_blocks, m, k, n, threads) -> None:
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(simd.matmul(a, b, threads=threads), ref, atol=gemm_tol(a, b))
+    fused = simd.matmul_bias_gelu(a, b, bias, threads=threads)
+    np.testing.assert_allclose(fused, gelu64(ref + bias), atol=gemm_tol(a, b) * 1.2 + 1e-6)
+
+
+PATH_CHECK = """
+import numpy as np
+from tinytorch.extensions import simd
+ok, why = simd.available()
+assert ok, why
+c = np.sqrt(2.0 / np.pi)
+gelu64 = lambda y: 0.5 * y * (1.0 + np.tanh(c * (y + 0.044715 * y**3)))
+rng = np.random.default_rng(0)
+for m, k, n in [(1, 1, 1), (7, 9, 33), (15, 300, 65), (130, 1030, 70), (200, 37, 3100)]:
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 4 * k * 1.2e-7 * (np.abs(a).astype(np.float64) @ np.abs(b)).max() + 1e-6
+    for t in (1, 2):
+        assert np.abs(simd.matmul(a, b, threads=t) - ref).max() <= tol, (m, k, n, t)
+        err = np.abs(simd.matmul_bias_gelu(a, b, bias, threads=t) - gelu64(ref + bias)).max()
+        assert err <= 1.2 * tol + 1e-6, (m, k, n, t, err)
+x = np.linspace(-20, 20, 400_003, dtype=np.float32)[None, :]
+for t in (1, 2):
+    err = np.abs(simd.fused_bias_gelu(x, np.zeros(x.shape[1], np.float32), threads=t) - gelu64(
+        x.astype(np.float64))).max()
+    assert err <= 1e-6, err
+big = np.finfo(np.float32).max
+edge = np.array([[-big, -3e38, -1e20, -100, -9.01, -8.99, 0, 100, 1e20, 3e38, big]], np.float32)
+wide = np.tile(edge, (3, 7))  # 77 columns: whole vectors and a ragged tail
+y = simd.fused_bias_gelu(wide, np.zeros(wide.shape[1], np.float32), threads=2)
+assert np.isfinite(y).all() and np.abs(y - gelu64(wide.astype(np.float64))).max() <= 1e-6
+print(simd.build_info()["isa"], simd.build_info()["microkernel"])
+"""
+
+
+@pytest.mark.parametrize("isa", ["native", "avx2", "avx512", "scalar"])
+def test_every_isa_path_built_here_is_correct(tmp_path, isa: str) -> None:
+    """TINYTORCH_SIMD_ISA=isa in a fresh process: ragged GEMM and its fused epilogue on 1 and 2
+    threads, GELU error <= 1e-6 for |x| <= 20 and no NaN for any finite input."""
+    if isa == "avx2" and not {"avx2", "fma"} <= build.cpu_features():
+        pytest.skip("CPU lacks AVX2/FMA")
+    if isa == "avx512" and "avx512f" not in build.cpu_features():
+        pytest.skip("CPU lacks AVX-512F")
+    env = dict(os.environ, TINYTORCH_SIMD_ISA=isa)
+    proc = subprocess.run(
+        [sys.executable, "-c", PATH_CHECK], env=env, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    built = proc.stdout.split()[0]
+    if isa == "scalar":
+        assert built == "scalar"
+    elif isa == "avx2":
+        assert built == "avx2+fma"
+    elif isa == "avx512":
+        assert built == "avx512f"
 
 
 # ------------------------------------------------------------------ bad arguments never segfault
