@@ -21,8 +21,9 @@ PY
 
 cd "$WORK"  # import the installed package, not the checkout
 start=$(date +%s)
+# --practice: the notebook grades the bundled reference, which grading mode rightly refuses to pass
 TINYTORCH_CACHE_DIR="$WORK/cache" "$WORK/venv/bin/tito" grade "$REPO/notebooks/07_custom_kernels.ipynb" \
-    --report "$OUT/report.json" --executed "$OUT/executed.ipynb" --timeout 300
+    --practice --report "$OUT/report.json" --executed "$OUT/executed.ipynb" --timeout 300
 echo "graded under ipywidgets 7.7 in $(( $(date +%s) - start )) s"
 
 "$WORK/venv/bin/python" - "$OUT/executed.ipynb" <<'PY'

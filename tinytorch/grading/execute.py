@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import nbformat
@@ -17,6 +18,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
+POLL_S = 0.5  # the longest single wait on a kernel socket (see short_polls)
 
 
 @dataclass
@@ -80,6 +82,28 @@ def _error_of(cell: Any, exc: BaseException) -> tuple[str, str]:
     return type(exc).__name__, str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
 
 
+def short_polls(channel: Any) -> None:
+    """Make `channel.get_msg(timeout)` wait in polls of at most POLL_S seconds.
+
+    One long zmq.asyncio poll can miss the wake-up of a message that has already arrived, and the
+    message then waits out the whole poll: a cell's reply was seen held for its full 300 s timeout
+    (under ipywidgets 7.7, about one run in three). Each new poll looks at the socket again.
+    """
+    get = channel.get_msg
+
+    async def get_msg(timeout: float | None = None) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return await get(timeout=POLL_S if left is None else min(POLL_S, left))
+            except Empty:
+                if left is not None and left <= POLL_S:
+                    raise
+
+    channel.get_msg = get_msg
+
+
 def execute(nb: Any, *, timeout: float, cwd: str | Path, kernel_name: str = "python3") -> Execution:
     """Run every code cell in order; stop at the first exception, timeout or kernel death."""
     client = NotebookClient(
@@ -107,6 +131,8 @@ def execute(nb: Any, *, timeout: float, cwd: str | Path, kernel_name: str = "pyt
     start = time.perf_counter()
     try:
         with client.setup_kernel():
+            short_polls(client.kc.shell_channel)
+            short_polls(client.kc.iopub_channel)
             info = client.wait_for_reply(client.kc.kernel_info())
             if info:
                 nb.metadata["language_info"] = info["content"]["language_info"]
