@@ -102,38 +102,37 @@ inline float gelu_scalar(float y) {
 }
 
 #if TT_AVX2
-// exp(x) for x <= 88 (x = -88 gives exactly 0, and NaN, inf or anything above 88 gives garbage
-// that gelu_avx2 flushes): x = n ln2 + r, |r| <= ln2/2, exp(r) = 1 + r + r^2 q(r) with q a
-// cubic fitted for relative error (~1.5e-7 over |r| <= ln2/2; degree 5 in all), 2^n built in the
-// exponent bits. One Cody-Waite constant suffices: its error, |n| * 1.9e-9 <= 2.4e-7 relative,
-// reaches GELU's result only through |g| * e / (1 + e), which is tiny wherever |n| is large.
-// n is rounded by adding 1.5 * 2^23 (which also leaves n in the low mantissa bits, so no
-// float->int convert). This loop is bound by the FMA/multiply pipes (FP0/FP1 on Zen 3), so the
-// polynomial is the shortest Horner form, not the one with the shortest dependency chain.
-inline __m256 exp_avx2(__m256 x) {
-    const __m256 magic = _mm256_set1_ps(12582912.0f);  // 1.5 * 2^23
-    __m256 v = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic);
-    __m256 n = _mm256_sub_ps(v, magic);  // round(x / ln2)
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693147180559945f), x);
-    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(8.312526159e-3f), r, _mm256_set1_ps(4.189011455e-2f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.666711420e-1f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.999923110e-1f));
-    __m256 p = _mm256_fmadd_ps(q, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    // The bits of v are those of 1.5 * 2^23 plus n: shift n + 127 into the exponent field.
-    __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_castps_si256(v), _mm256_set1_epi32(127 - 0x4B400000)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+// GELU's exp on 8 lanes, 2^t for t = -2u / ln2 clamped below at -126 (anything above 128, NaN or
+// inf gives garbage that gelu_avx2 flushes): t = n + r, |r| <= 1/2, 2^r by a degree-5
+// polynomial fitted for relative error (~1.1e-7), evaluated in Estrin's form; 2^n is added into
+// the exponent bits of 2^r as an integer (n = -126 and 2^r < 1 give a subnormal-range value,
+// still under 1.2e-38, which only ever meets 1 + e). Folding 1/ln2 into u's constants removes
+// the range reduction's multiplies: its rounding error is that of u itself. This loop is bound
+// by latency and the FMA/multiply pipes, so every chain here is kept short.
+inline __m256 exp2_avx2(__m256 t) {
+    __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_sub_ps(t, n);
+    __m256 r2 = _mm256_mul_ps(r, r);
+    // p = (c5 r + c4) r^4 + (c3 r + c2) r^2 + (c1 r + 1)
+    __m256 p01 = _mm256_fmadd_ps(_mm256_set1_ps(6.931469440e-01f), r, _mm256_set1_ps(1.0f));
+    __m256 p23 = _mm256_fmadd_ps(_mm256_set1_ps(5.550745875e-02f), r, _mm256_set1_ps(2.402223945e-01f));
+    __m256 p45 = _mm256_fmadd_ps(_mm256_set1_ps(1.326114521e-03f), r, _mm256_set1_ps(9.671630338e-03f));
+    __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(p45, r2, p23), r2, p01);
+    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
 }
 
 inline __m256 gelu_avx2(__m256 y) {
-    // t = -2u = y * (-2c - 2ck y^2), c = sqrt(2/pi), k = 0.044715
-    __m256 y2 = _mm256_mul_ps(y, y);
-    __m256 t = _mm256_mul_ps(y, _mm256_fmadd_ps(y2, _mm256_set1_ps(-2.0f * kSqrt2OverPi * kGeluCubic),
-                                                _mm256_set1_ps(-2.0f * kSqrt2OverPi)));
-    // Only the lower clamp: t > 88 needs y < -9, which the flush below zeroes anyway. max returns
+    // t = -2u / ln2 = y (A y^2 + B) = fma(y^2, A y, B y), c = sqrt(2/pi), k = 0.044715,
+    // A = -2ck / ln2, B = -2c / ln2: three independent products, then one FMA.
+    constexpr float kLog2e = 1.44269504088896341f;
+    __m256 t = _mm256_fmadd_ps(
+        _mm256_mul_ps(y, y), _mm256_mul_ps(y, _mm256_set1_ps(-2.0f * kSqrt2OverPi * kGeluCubic * kLog2e)),
+        _mm256_mul_ps(y, _mm256_set1_ps(-2.0f * kSqrt2OverPi * kLog2e)));
+    // Only the lower clamp: t > 96 needs y < -9, which the flush below zeroes anyway. max returns
     // its second operand when the first is NaN, so a NaN y stays NaN below via y / ...
-    t = _mm256_max_ps(t, _mm256_set1_ps(-88.0f));
-    __m256 g = _mm256_div_ps(y, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_avx2(t)));
+    t = _mm256_max_ps(t, _mm256_set1_ps(-126.0f));
+    __m256 g = _mm256_div_ps(y, _mm256_add_ps(_mm256_set1_ps(1.0f), exp2_avx2(t)));
     __m256 flush = _mm256_cmp_ps(y, _mm256_set1_ps(kGeluFlush), _CMP_LT_OQ);
     return _mm256_andnot_ps(flush, g);
 }
