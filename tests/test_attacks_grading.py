@@ -121,6 +121,44 @@ def test_reference_delegation_is_not_passed_when_grading_and_a_warning_in_practi
     assert "reference" in text  # the own-work check, or the child refusing the import
 
 
+EXEC_REFERENCE = {  # the import is refused while grading, so these read the source instead
+    "exec_source": """
+import os, tinytorch
+exec(open(os.path.join(os.path.dirname(tinytorch.__file__), "perf", "acceleration.py")).read())
+""",
+    "copy_to_a_file_and_import": """
+import importlib.util, os, shutil, tinytorch
+src = os.path.join(os.path.dirname(tinytorch.__file__), "perf", "acceleration.py")
+shutil.copy(src, "kernels_elsewhere.py")
+spec = importlib.util.spec_from_file_location("kernels_elsewhere", "kernels_elsewhere.py")
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+tiled_matmul, fused_gelu, im2col, col2im, im2col_conv2d = (
+    mod.tiled_matmul, mod.fused_gelu, mod.im2col, mod.col2im, mod.im2col_conv2d
+)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXEC_REFERENCE))
+def test_running_the_references_source_is_not_passed_when_grading(
+    name: str, tmp_path: Path
+) -> None:
+    graded = run_part_a(_write(tmp_path, name, EXEC_REFERENCE[name]), grading=True)
+    assert graded.verdict == "NOT_PASSED"
+    (own,) = [c for c in graded.checks if c.name == "own work"]
+    assert own.status == "fail" and "runs a copy of the reference's" in own.detail
+    assert "tiled_matmul" in own.detail
+
+
+def test_reference_text_in_the_submission_itself_is_a_similarity_question(tmp_path: Path) -> None:
+    """Out of scope for the gate (README, Grading safely): the class grader flags it instead."""
+    from tinytorch.release import reference_path
+
+    path = _write(tmp_path, "pasted", reference_path(17).read_text())
+    assert run_part_a(path, grading=True).verdict == "PASS"
+
+
 class _Origins:
     """A real Sandbox whose load info claims what K1's child reports about a delegating file."""
 

@@ -235,6 +235,7 @@ def worker_main(cfg: dict[str, Any]) -> None:
     """Child process: contain itself, import the student's module, answer until the pipe closes."""
     from tinytorch.core.tensor import Tensor  # noqa: F401 (ours, imported before the drop)
     from tinytorch.milestone07 import audit
+    from tinytorch.milestone07.fingerprint import copies_of  # before grading refuses our modules
     from tinytorch.milestone07.impl import load_impl
 
     req_fd, rep_fd = int(cfg["req_fd"]), int(cfg["rep_fd"])
@@ -297,6 +298,8 @@ def worker_main(cfg: dict[str, Any]) -> None:
     info["imports_reference"] = any(
         m in sys.modules and m not in before and m != cfg["impl"] for m in REFERENCE_MODULES
     )
+    if cfg.get("ref_prints"):  # grading: the reference's code, exec'd or copied, is not theirs
+        info["copies_reference"] = copies_of(cfg["ref_prints"], student_file)
     info["layers"] = layers
     info["error"] = _cut(str(info.get("error", "")))
     wire.write_frame(rep_fd, 0, info)

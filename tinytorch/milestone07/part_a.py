@@ -130,6 +130,8 @@ def reference_use(info: dict[str, Any]) -> str | None:
         why.append(f"{', '.join(borrowed)} {'is' if len(borrowed) == 1 else 'are'} its own objects")
     if info.get("imports_reference"):
         why.append(f"the module imports {' or '.join(REFERENCE_MODULES)}")
+    if info.get("copies_reference"):
+        why.append(f"it runs a copy of the reference's {', '.join(info['copies_reference'])}")
     return f"{REFERENCE_USE}: {'; '.join(why)}" if why else None
 
 

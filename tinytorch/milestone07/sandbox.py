@@ -36,6 +36,7 @@ import numpy as np
 from tinytorch.milestone07 import contain, wire
 from tinytorch.milestone07.child import TEXT_CAP
 from tinytorch.milestone07.contain import ChildLimits
+from tinytorch.milestone07.fingerprint import reference_fingerprints
 
 START_TIMEOUT_S = 60.0  # importing numpy + the student's module in a fresh interpreter
 STATUSES = frozenset(
@@ -91,6 +92,7 @@ def _int_list(value: Any, cap: int) -> bool:
 def _load_validator(msg: dict[str, Any], declared: list) -> None:
     allowed = {
         "status", "error", "functions", "origins", "imports_reference", "file", "layers", "stubs",
+        "copies_reference",
     }  # fmt: skip
     if declared or not msg.keys() <= allowed or msg.get("status") not in LOAD_STATUSES:
         raise wire.ProtocolError("malformed load info")
@@ -104,11 +106,12 @@ def _load_validator(msg: dict[str, Any], declared: list) -> None:
             raise wire.ProtocolError(f"'{key}' holds something other than short strings")
     if not isinstance(msg.get("imports_reference", False), bool):
         raise wire.ProtocolError("'imports_reference' is not a bool")
-    stubs = msg.get("stubs", [])
-    if not (isinstance(stubs, list) and len(stubs) <= 64):
-        raise wire.ProtocolError("'stubs' is not a short list")
-    if not all(isinstance(v, str) and len(v) <= 200 for v in stubs):
-        raise wire.ProtocolError("'stubs' holds something other than short strings")
+    for key in ("stubs", "copies_reference"):
+        items = msg.get(key, [])
+        if not (isinstance(items, list) and len(items) <= 64):
+            raise wire.ProtocolError(f"'{key}' is not a short list")
+        if not all(isinstance(v, str) and len(v) <= 200 for v in items):
+            raise wire.ProtocolError(f"'{key}' holds something other than short strings")
 
 
 def _task_validator(msg: dict[str, Any], declared: list) -> None:
@@ -301,6 +304,7 @@ class Sandbox:
         cfg = {
             "impl": impl, "req_fd": req_r, "rep_fd": rep_w, "ids": list(ids) if ids else None,
             "work": work, "limits": asdict(self.limits), "grading": self.grading, "tasks": self.tasks,
+            "ref_prints": reference_fingerprints() if self.grading and impl else None,
             "pkg": str(_HERE), "ns": bool(prefix), "needed": contain.needed_paths(str(_HERE)),
             "caller_dir": os.getcwd() if impl and copied is None else None,
         }  # fmt: skip
