@@ -4,11 +4,12 @@ Importing `tinytorch.perf.acceleration` is refused while grading, but its source
 and exec'd, or copied into a file at run time. A function's fingerprint is a hash of its bytecode
 and the names it uses (nested code objects included), not of its file or its local names, so such a
 copy has the reference's fingerprint wherever it was compiled. Only the places that hold solution
-code are fingerprinted: the argument checks the student edition keeps are shared by design.
+code (those the student edition stubs) are fingerprinted: the argument checks it keeps are shared
+by design.
 
 The parent computes the reference's fingerprints (`reference_fingerprints`); the child, which never
 imports the reference, looks for them among every function alive after the student's import that
-did not come from the student's own file (`copies_of`). This file imports nothing of the grader's.
+did not come from the student's own file (`copies_of`). The child's side imports nothing of the grader's.
 """
 
 from __future__ import annotations
@@ -18,19 +19,6 @@ import hashlib
 import os
 import types
 from typing import Any
-
-# The functions and methods of tinytorch/perf/acceleration.py that hold a solution region.
-SOLUTION_PLACES = (
-    "vectorized_matmul",
-    "tiled_matmul",
-    "unfused_gelu",
-    "fused_gelu",
-    "im2col",
-    "col2im",
-    "im2col_conv2d",
-    "Im2colConv2dFunction.forward",
-    "Im2colConv2dFunction.backward",
-)
 
 
 def code_fingerprint(code: types.CodeType) -> str:
@@ -51,9 +39,12 @@ def code_fingerprint(code: types.CodeType) -> str:
 def reference_fingerprints() -> dict[str, str]:
     """{fingerprint: place} of the bundled reference's solution code (parent side)."""
     from tinytorch.perf import acceleration as ref
+    from tinytorch.release import make_student_source, reference_path, stub_places
 
+    # The places that hold solution code: exactly those the student edition turns into stubs.
+    places = stub_places(make_student_source(reference_path(17).read_text()))
     out = {}
-    for place in SOLUTION_PLACES:
+    for place in places:
         obj: Any = ref
         for part in place.split("."):
             obj = getattr(obj, part)
