@@ -86,10 +86,14 @@ def _check(name: str, got: np.ndarray, ref: np.ndarray, atol: float) -> dict[str
 
 
 def _timed(
-    fns: dict[str, Callable[[], float]], rounds: int
+    fns: dict[str, Callable[[], float]], rounds: int, torch: TorchWorker | None = None
 ) -> tuple[dict[str, profiling.Timing], float]:
-    """Interleaved rounds under profiling's policy, with the load other processes added."""
-    with LoadMeter() as meter:
+    """Interleaved rounds under profiling's policy, with the load other processes added.
+
+    The torch worker is ours: the CPU time it reports with its replies is not other work.
+    """
+    helper = (lambda: torch.cpu_s) if torch is not None else None
+    with LoadMeter(helper_cpu=helper) as meter:
         out = interleaved(fns, rounds, settle=_settle(list(fns)))
     return out, meter.load.cores
 
@@ -185,7 +189,7 @@ def _gemm_row(
         fns[f"numpy {t}t"] = blas
     if torch.ok:
         fns["torch 2t"] = lambda: torch.time({"op": "gemm", "n": n, "threads": 2})
-    med, load = _timed(fns, rounds)
+    med, load = _timed(fns, rounds, torch)
     row: dict[str, Any] = {"n": n, "flops": problem.flops}
     _figures(row, med, problem.flops, load)  # GFLOP/s
     for t in THREADS:
@@ -215,7 +219,7 @@ def _bias_gelu_row(
         fns["torch 2t"] = lambda: torch.time(req)
         req2 = dict(req, inplace=False)  # F.gelu(x + bias): two fresh tensors per call
         fns["torch 2t alloc"] = lambda: torch.time(req2)
-    med, load = _timed(fns, rounds)
+    med, load = _timed(fns, rounds, torch)
     row: dict[str, Any] = {"shape": f"{m}x{n}", "bytes": problem.bytes}
     _figures(row, med, problem.bytes, load)  # GB/s
     row["c++ / torch"] = row["c++ 2t"] / row["torch 2t"] if row.get("torch 2t") else None
@@ -262,7 +266,7 @@ def _threads_check(n: int, torch: TorchWorker, rounds: int) -> dict[str, Any]:
         if torch.ok:
             req = {"op": "simd_gemm", "n": n, "threads": t, "repeats": 3}
             fns[f"beside torch {t}t"] = lambda req=req: torch.time(req)
-    med, _load = _timed(fns, max(3, rounds // 2))
+    med, _load = _timed(fns, max(3, rounds // 2), torch)
     for name, timing in med.items():
         out[name] = _rate(profiling.gemm(n).flops, timing.median)
     if torch.ok:

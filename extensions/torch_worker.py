@@ -12,6 +12,8 @@ task requests (the data-only wire format, with a timeout on every reply) that ru
   {"op": "simd_gemm", "n": 1024, "threads": 2}          -> C++ GEMM timed with torch loaded and used,
                                                             and its OpenMP team size
   {"op": "info"}                                         -> {"torch": version, "threads": n}
+Every reply also carries "cpu_s": the child's process_time (all its threads) so far. The
+benchmark's LoadMeter counts what the worker used as its own work, not as other processes'.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 from typing import Any
 
 TASK = "tinytorch.extensions.torch_worker:task"
@@ -92,16 +95,21 @@ def task(module: Any, *, req: dict[str, Any]) -> dict[str, Any]:
         return cache[key]
 
     try:
-        return handle(req, torch, tensors)
+        reply = handle(req, torch, tensors)
     except Exception as exc:  # noqa: BLE001 - report, keep serving
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        reply = {"error": f"{type(exc).__name__}: {exc}"}
+    return reply | {"cpu_s": time.process_time()}
 
 
 class TorchWorker:
-    """torch in a child process; `time(req)` returns seconds per call, NaN when it failed."""
+    """torch in a child process; `time(req)` returns seconds per call, NaN when it failed.
+
+    `cpu_s`: the CPU seconds the child had used at its last reply (for LoadMeter's helper_cpu).
+    """
 
     def __init__(self, timeout: float = REQUEST_TIMEOUT_S) -> None:
         self.box: Any = None
+        self.cpu_s = 0.0
         self.reason = ""
         self.version = ""
         self.timeout = timeout
@@ -129,7 +137,11 @@ class TorchWorker:
         if reply["status"] != "ok":
             return {"error": f"{reply['status']}: {reply.get('error', '')}"}
         value = reply.get("value")
-        return value if isinstance(value, dict) else {"error": f"unexpected reply {value!r}"}
+        if not isinstance(value, dict):
+            return {"error": f"unexpected reply {value!r}"}
+        if isinstance(value.get("cpu_s"), (int, float)):
+            self.cpu_s = float(value["cpu_s"])
+        return value
 
     def time(self, req: dict[str, Any]) -> float:
         reply = self.ask(req)

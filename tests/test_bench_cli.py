@@ -3,9 +3,17 @@ tables that line up with no "n/a" noise. The timed smoke run is in test_ext_back
 
 from __future__ import annotations
 
+import functools
+import os
+import types
+
 import pytest
+from tinytorch.extensions import benchmark
+from tinytorch.extensions.torch_worker import TorchWorker
 
 from tinytorch.cli import bench
+from tinytorch.profiling import LoadMeter
+from tinytorch.profiling.load import NOISY_LOAD
 
 ZEN3 = "processor : 0\nflags : fpu sse2 avx avx2 fma\n"
 SKYLAKE_X = "processor : 0\nflags : fpu sse2 avx avx2 fma avx512f avx512bw\n"
@@ -135,8 +143,6 @@ def test_a_build_that_ignored_the_isa_request_says_so():
 
 
 def test_targets_cover_issue_13_from_the_run_figures():
-    from tinytorch.extensions import benchmark
-
     report = {
         "ceilings": {"fma_gflops_1t": 100.0, "fma_gflops_2t": 200.0, "copy_gbs": 30.0},
         "gemm": [
@@ -158,3 +164,50 @@ def test_targets_cover_issue_13_from_the_run_figures():
     assert got["C++ GEMM 1024 2t / 1t"]["met"]  # 170 / 90 = 1.89 >= 1.8
     assert got["C++ bias+GELU 4096x4096 2t / copy bandwidth"]["value"] == pytest.approx(0.9)
     assert got["C++ bias+GELU 4096x4096 / torch (reused buffers)"]["met"]
+
+
+class FakeStat:
+    """/proc/stat on 2 CPUs: each fake torch call is 1 s of wall time, the worker busy for it."""
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.busy = self.total = 0
+
+    def __call__(self) -> tuple[int, int]:
+        return self.busy, self.total
+
+
+def test_the_torch_workers_own_cpu_time_is_not_counted_as_other_work(monkeypatch):
+    stat = FakeStat()
+    worker = types.SimpleNamespace(cpu_s=7.0)  # what the child had used before this section
+
+    def torch_call() -> float:  # the worker computes for 1 s; this process only waits
+        stat.busy += stat.tick
+        stat.total += 2 * stat.tick
+        worker.cpu_s += 1.0
+        return 0.01
+
+    fake = functools.partial(LoadMeter, read_stat=stat, cpu_clock=lambda: 0.0, cpus=2)
+    monkeypatch.setattr(benchmark, "LoadMeter", fake)
+    _timings, load = benchmark._timed({"torch 2t": torch_call}, 2, worker)
+    assert load == pytest.approx(0.0)  # a quiet machine: all the busy time was our worker's
+    _timings, load = benchmark._timed({"torch 2t": torch_call}, 2)  # without subtracting it
+    assert load > NOISY_LOAD
+
+
+def test_a_torch_worker_keeps_the_cpu_time_each_reply_reports():
+    class Box:
+        def request(self, req, timeout):
+            return {"status": "ok", "value": {"seconds": 0.5, "cpu_s": 12.5}}
+
+    worker = TorchWorker.__new__(TorchWorker)
+    worker.box, worker.timeout, worker.cpu_s, worker.reason = Box(), 1.0, 0.0, ""
+    assert worker.time({"op": "gemm", "n": 8, "threads": 1}) == 0.5 and worker.cpu_s == 12.5
+
+
+def test_a_quiet_run_does_not_warn_that_the_machine_was_busy():
+    report = _report(True)
+    for row in [*report["gemm"], *report["bias_gelu"]]:
+        row["load"] = 0.3
+    text = bench.render_run(report)
+    assert "machine was busy" not in text and "WARNING" not in text

@@ -1,8 +1,10 @@
 """Module 14: how busy the machine was with OTHER work while something was being timed.
 
 On Linux, /proc/stat counts the jiffies every CPU spent busy; subtracting this process's own CPU
-time (time.process_time, all its threads) leaves what other processes took. The figure is in
-cores: 0.0 is a quiet machine, 1.0 means another process kept one core busy throughout.
+time (time.process_time, all its threads) leaves what other processes took; so does the CPU time
+of helper processes that work for us (`helper_cpu`: `tito bench`'s torch worker reports its own
+process_time with every reply). The figure is in cores: 0.0 is a quiet machine, 1.0 means another
+process kept one core busy throughout.
 Elsewhere the 1-minute load average stands in (it counts this process too, so one is taken off).
 """
 
@@ -60,9 +62,13 @@ class LoadMeter:
         read_stat: Callable[[], tuple[int, int] | None] = _read_stat,
         cpu_clock: Callable[[], float] = time.process_time,
         cpus: int | None = None,
+        helper_cpu: Callable[[], float] | None = None,
     ) -> None:
+        """helper_cpu: CPU seconds our own helper processes have used so far (a running total);
+        what they use during the interval is ours too, not other work."""
         self._read = read_stat
         self._cpu = cpu_clock
+        self._helper = helper_cpu or (lambda: 0.0)
         self.cpus = cpus or os.cpu_count() or 1
         self.load: Load | None = None
         self._start: tuple[tuple[int, int] | None, float] | None = None
@@ -75,17 +81,17 @@ class LoadMeter:
         self.stop()
 
     def start(self) -> None:
-        self._start = (self._read(), self._cpu())
+        self._start = (self._read(), self._cpu() + self._helper())
 
     def stop(self) -> Load:
         if self._start is None:
             raise RuntimeError("LoadMeter.stop() before start()")
-        (before, cpu0), after, cpu1 = self._start, self._read(), self._cpu()
+        (before, cpu0), after, cpu1 = self._start, self._read(), self._cpu() + self._helper()
         if before is not None and after is not None and after[1] > before[1]:
             busy, total = after[0] - before[0], after[1] - before[1]
             tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
             wall_s = total / self.cpus / tick  # every CPU ticks once per jiffy of wall time
-            others_s = busy / tick - (cpu1 - cpu0)  # CPU seconds other processes took
+            others_s = busy / tick - (cpu1 - cpu0)  # CPU seconds other processes took (not ours)
             self.load = Load(max(0.0, others_s / wall_s), "/proc/stat")
         elif hasattr(os, "getloadavg"):
             self.load = Load(max(0.0, os.getloadavg()[0] - 1.0), "loadavg")
