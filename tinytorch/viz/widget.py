@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 from tinytorch.viz.bugs import BUGS, YOURS, bug_grid
 from tinytorch.viz.heatmap import HeatmapData, draw_heatmap, heatmap_data, shape_label
@@ -51,70 +50,110 @@ def tile_throughput(
     size: int = THROUGHPUT_SIZE,
     tiles: Sequence[int] = THROUGHPUT_TILES,
     seed: int = 0,
-    timeout: float = 20.0,
-    repeats: int = 2,
+    timeout: float = 30.0,
+    repeats: int = 3,
 ) -> dict[str, Any]:
-    """Your tiled_matmul's GFLOP/s per tile size on one size^3 problem (in a child), and NumPy's.
+    """Your tiled_matmul's GFLOP/s per tile size on profiling.gemm(size), and NumPy's, as Part B
+    times them.
 
-    {"size", "tiles", "gflops": [float | None per tile], "numpy_gflops", "errors": [str]}.
-    The child times each call around the function itself; NumPy is timed here, by
-    tinytorch.profiling.measure_latency.
+    Each tile size is Part B's `student_gemm` task, in a child that loads only your module
+    (rotated inputs, every sample checked, tinytorch.profiling's per-call policy: the median of
+    at least `repeats` samples, their spread and the load seen); NumPy is Part B's `numpy_gemm`
+    task, run here. part_b.flag_rows marks a figure noisy: its samples disagree, the machine was
+    busy, or NumPy came out slower than one of your tile sizes.
+    Returns {"size", "tiles", and one entry per tile in "gflops", "spread", "load", "noisy";
+    "numpy_gflops", "numpy_spread", "numpy_load", "numpy_noisy", "warnings", "errors"}.
+    `seed` is taken for the widget's Timer interface: the inputs are Part B's, seeded there.
     """
-    from tinytorch.milestone07.calls import StudentCalls
-    from tinytorch.milestone07.sandbox import Sandbox
-    from tinytorch.profiling import measure_latency
+    from tinytorch import profiling
+    from tinytorch.milestone07 import part_b
+    from tinytorch.milestone07.bench_tasks import TASKS
 
-    rng = np.random.default_rng([seed, 99])
-    a = rng.standard_normal((size, size)).astype(np.float32)
-    b = rng.standard_normal((size, size)).astype(np.float32)
-    flops = 2.0 * size**3
-    rates: list[float | None] = []
-    errors: list[str] = []
-    with Sandbox(impl) as box:
-        info = box.start()
+    problem = profiling.gemm(size)
+    rows, errors = [], []
+    box = part_b._open(impl, {})
+    try:
+        info = box.info or {}
         ready = info.get("status") == "ok" and info["functions"].get("tiled_matmul") == "ok"
-        calls = StudentCalls(box, timeout)
-        for t in tiles:
-            best = None
-            for _ in range(repeats if ready else 0):
-                reply = calls.call("tiled_matmul", [a, b], {"tile_size": t}, label=f"tile {t}")
-                if reply["status"] != "ok":
-                    errors.append(f"tile {t}: {reply.get('error', reply['status'])}")
-                    break
-                best = min(best or np.inf, float(reply["seconds"]))
-            rates.append(flops / best / 1e9 if best else None)
         if not ready:
             errors.append(str(info.get("error") or "tiled_matmul is missing"))
-    numpy = measure_latency(np.matmul, a, b, warmup=1, repeats=5)
+        for t in tiles if ready else ():
+            reply = part_b._task(box, "student_gemm", timeout, n=size, repeats=repeats, tile_size=t)
+            rows.append(part_b._row(problem, f"student tile {t}", reply))
+            if rows[-1].status != "ok":
+                errors.append(f"tile {t}: {rows[-1].status}: {rows[-1].detail}")
+    finally:
+        box.close()
+    numpy = part_b._row(
+        problem, "numpy", {"status": "ok", "value": TASKS["numpy_gemm"](None, n=size, repeats=5)}
+    )
+    warnings = part_b.flag_rows([*rows, numpy], None, ())
+    mine = rows or [None] * len(tiles)
     return {
         "size": size,
         "tiles": list(tiles),
-        "gflops": rates,
-        "numpy_gflops": flops / numpy.min_s / 1e9,
+        "gflops": [r and r.gflops for r in mine],
+        "spread": [r and r.spread for r in mine],
+        "load": [r and r.load for r in mine],
+        "noisy": [bool(r and "noisy" in r.flags) for r in mine],
+        "numpy_gflops": numpy.gflops,
+        "numpy_spread": numpy.spread,
+        "numpy_load": numpy.load,
+        "numpy_noisy": "noisy" in numpy.flags,
+        "warnings": warnings,
         "errors": errors,
     }
 
 
 def draw_tile_throughput(data: dict[str, Any]) -> Any:
-    """GFLOP/s against tile size (log 2), NumPy's BLAS as a line: Python overhead vs cache."""
+    """GFLOP/s against tile size (log 2), NumPy's BLAS as a line: Python overhead vs cache.
+
+    A noisy figure is drawn hollow and labelled "noisy: rerun"; so is the NumPy line when it is
+    flagged or lies below any of your tile sizes (a busy machine, never a slow BLAS).
+    """
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    tiles = [t for t, g in zip(data["tiles"], data["gflops"], strict=True) if g is not None]
-    rates = [g for g in data["gflops"] if g is not None]
-    ax.plot(tiles, rates, "o-", color="#d62728", label="your tiled_matmul")
-    ax.axhline(data["numpy_gflops"], color="#1f77b4", linestyle="--", label="NumPy (BLAS)")
+    noisy_at = data.get("noisy") or [False] * len(data["tiles"])
+    points = [
+        (t, g, bool(z))
+        for t, g, z in zip(data["tiles"], data["gflops"], noisy_at, strict=True)
+        if g is not None
+    ]
+    ax.plot([t for t, _, _ in points], [g for _, g, _ in points], "-", color="#d62728")
+    for t, g, z in points:
+        ax.plot(t, g, "o", color="#d62728", markerfacecolor="white" if z else "#d62728")
+        if z:
+            ax.annotate(
+                "noisy: rerun", (t, g), xytext=(4, 4), textcoords="offset points", fontsize=6
+            )
+    ax.plot([], [], "o-", color="#d62728", label="your tiled_matmul")
+    numpy, noisy = data.get("numpy_gflops"), False
+    if numpy is not None:
+        below = any(g > numpy for _, g, _ in points)  # the plot's own guard, as in viz/timing
+        noisy = bool(data.get("numpy_noisy")) or below
+        label = "NumPy (BLAS)" + (", noisy: rerun" if noisy else "")
+        ax.axhline(numpy, color="#1f77b4", linestyle="--", alpha=0.5 if noisy else 1.0, label=label)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(data["tiles"])
     ax.set_xticklabels([str(t) for t in data["tiles"]])
     ax.set_xlabel("tile_size")
-    ax.set_ylabel("GFLOP/s (best of runs)")
+    ax.set_ylabel("GFLOP/s (median of samples)")
     n = data["size"]
     ax.set_title(
         f"{n}x{n} @ {n}x{n}: small tiles pay Python overhead per block, big ones lose the cache",
         fontsize=9,
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    if noisy or any(z for _, _, z in points):
+        from tinytorch.profiling.load import NOISY_LOAD
+
+        loads = [v for v in [*(data.get("load") or []), data.get("numpy_load")] if v is not None]
+        busiest = max(loads, default=0.0)
+        busy = f"; other work kept {busiest:.1f} cores busy" if busiest > NOISY_LOAD else ""
+        fig.text(0.01, 0.01, f"noisy: rerun this view when the machine is quiet{busy}", fontsize=7)
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
+    else:
+        fig.tight_layout()
     return fig
 
 
