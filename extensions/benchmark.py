@@ -6,7 +6,8 @@ on an AVX-512 CPU also OPENBLAS_CORETYPE=Haswell, before NumPy loads):
   - the machine's ceilings (tinytorch.profiling.measure_ceilings: FMA peak, copy bandwidth);
   - GEMM n x n x n, C++ vs OpenBLAS at 1 and 2 threads, and torch (in its own child);
   - bias+GELU GB/s, C++ vs NumPy vs torch, as a fraction of the copy bandwidth;
-  - fused GEMM+bias+GELU vs GEMM then bias+GELU.
+  - fused GEMM+bias+GELU vs GEMM then bias+GELU, on 2 threads.
+Every figure is also a fraction of its ceiling at its own thread count (see _fractions).
 Every figure is checked against a float64 reference first, then timed with the one policy of
 tinytorch.profiling: interleaved rounds (the backends take turns), per-call samples, the median
 per round, with a settle pause after multi-threaded samples.
@@ -19,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -229,6 +231,8 @@ def _bias_gelu_row(
 
 
 def _fused_row(n: int, rounds: int, rng: np.random.Generator, checks: list) -> dict[str, Any]:
+    """At THREADS[-1] (2): the fused and unfused GEMMs are compared with the FMA peak measured at
+    that thread count (the ceilings are measured at 1 and 2 threads only)."""
     problem = profiling.gemm(n)
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
@@ -236,16 +240,17 @@ def _fused_row(n: int, rounds: int, rng: np.random.Generator, checks: list) -> d
     ref = profiling.problems.gelu_f64(problem.reference(a, b) + bias)
     checks.append(_check(f"gemm+bias+gelu {n} fused", simd.matmul_bias_gelu(a, b, bias), ref, 1e-4))
     c1, c2 = np.empty_like(a), np.empty_like(a)
+    t = THREADS[-1]
 
     def unfused() -> np.ndarray:
-        return simd.fused_bias_gelu(simd.matmul(a, b, out=c2), bias, out=c2)
+        return simd.fused_bias_gelu(simd.matmul(a, b, threads=t, out=c2), bias, threads=t, out=c2)
 
     fns = {
-        "fused": lambda: _per_call(lambda: simd.matmul_bias_gelu(a, b, bias, out=c1)),
+        "fused": lambda: _per_call(lambda: simd.matmul_bias_gelu(a, b, bias, threads=t, out=c1)),
         "gemm then bias+gelu": lambda: _per_call(unfused),
     }
     med, load = _timed(fns, rounds)
-    row: dict[str, Any] = {"n": n, "threads": simd.default_threads()}
+    row: dict[str, Any] = {"n": n, "threads": t}
     _figures(row, med, problem.flops, load)
     row["speedup"] = med["gemm then bias+gelu"].median / med["fused"].median
     return row
@@ -275,23 +280,38 @@ def _threads_check(n: int, torch: TorchWorker, rounds: int) -> dict[str, Any]:
     return out
 
 
+def _threads(key: str) -> int:
+    """The thread count a figure's name states ("c++ 2t alloc" -> 2); 1 where it states none
+    (NumPy's ufuncs run on one thread)."""
+    found = re.search(r"\b(\d+)t\b", key)
+    return int(found.group(1)) if found else 1
+
+
 def _fractions(report: dict[str, Any]) -> None:
-    """Add each figure as a fraction of its ceiling (FMA peak at the same threads; copy bandwidth)."""
+    """Add each figure as a fraction of its ceiling at the same thread count: "<key> / peak" (the
+    FMA peak) for GEMM, fused and thread-check GFLOP/s, "<key> / copy" (the copy bandwidth) for
+    bias+GELU GB/s."""
     ceil = report.get("ceilings", {})
+
+    def add(row: dict[str, Any], keys: list[str], ceiling: str, suffix: str) -> None:
+        for key in keys:
+            threads = row["threads"] if "threads" in row else _threads(key)
+            if row.get(key):
+                row[f"{key} / {suffix}"] = row[key] / ceil[f"{ceiling}_{threads}t"]
+
     for row in report.get("gemm", []):
-        for key in list(row):
-            for t in THREADS:
-                if key.endswith(f"{t}t") and not key.startswith("ratio") and row[key]:
-                    row[f"{key} / peak"] = row[key] / ceil[f"fma_gflops_{t}t"]
+        rates = [k for k in row if re.search(r"\dt$", k) and not k.startswith("ratio")]
+        add(row, rates, "fma_gflops", "peak")
+    meta = ("shape", "bytes", "spread", "load")
     for row in report.get("bias_gelu", []):
-        for key in list(row):
-            if (
-                key in ("shape", "bytes", "spread", "load")
-                or key.startswith("c++ / ")
-                or not row[key]
-            ):
-                continue
-            row[f"{key} / copy"] = row[key] / ceil["copy_gbs"]
+        rates = [k for k in row if k not in meta and not k.startswith("c++ / ")]
+        add(row, rates, "copy_gbs", "copy")
+    for row in report.get("fused", []):
+        add(row, ["fused", "gemm then bias+gelu"], "fma_gflops", "peak")
+    check = report.get("threads_check") or {}
+    add(
+        check, [k for k in check if k.startswith(("alone ", "beside torch "))], "fma_gflops", "peak"
+    )
 
 
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:

@@ -7,10 +7,12 @@ import functools
 import os
 import types
 
+import numpy as np
 import pytest
 from tinytorch.extensions import benchmark
 from tinytorch.extensions.torch_worker import TorchWorker
 
+from tinytorch import profiling
 from tinytorch.cli import bench
 from tinytorch.profiling import LoadMeter
 from tinytorch.profiling.load import NOISY_LOAD
@@ -144,7 +146,12 @@ def test_a_build_that_ignored_the_isa_request_says_so():
 
 def test_targets_cover_issue_13_from_the_run_figures():
     report = {
-        "ceilings": {"fma_gflops_1t": 100.0, "fma_gflops_2t": 200.0, "copy_gbs": 30.0},
+        "ceilings": {
+            "fma_gflops_1t": 100.0,
+            "fma_gflops_2t": 200.0,
+            "copy_gbs_1t": 20.0,
+            "copy_gbs_2t": 30.0,
+        },
         "gemm": [
             {"n": 256, "c++ 1t": 40.0, "numpy 1t": 60.0, "c++ 2t": 70.0, "numpy 2t": 70.0},
             {"n": 1024, "c++ 1t": 90.0, "numpy 1t": 92.0, "c++ 2t": 170.0, "numpy 2t": 180.0},
@@ -211,3 +218,66 @@ def test_a_quiet_run_does_not_warn_that_the_machine_was_busy():
         row["load"] = 0.3
     text = bench.render_run(report)
     assert "machine was busy" not in text and "WARNING" not in text
+
+
+def test_every_figure_is_a_fraction_of_the_ceiling_at_its_own_thread_count():
+    report = {
+        "ceilings": {
+            "fma_gflops_1t": 100.0,
+            "fma_gflops_2t": 200.0,
+            "copy_gbs_1t": 20.0,
+            "copy_gbs_2t": 40.0,
+        },
+        "gemm": [{"n": 256, "c++ 1t": 50.0, "c++ 2t": 100.0, "ratio 1t": 0.9, "load": 0.0}],
+        "bias_gelu": [
+            {"shape": "8x8", "c++ 1t": 10.0, "c++ 2t": 20.0, "numpy": 4.0, "c++ 2t alloc": 8.0}
+        ],
+        "fused": [{"n": 512, "threads": 2, "fused": 150.0, "gemm then bias+gelu": 100.0}],
+        "threads_check": {"n": 1024, "alone 1t": 80.0, "beside torch 2t": 160.0},
+    }
+    benchmark._fractions(report)
+    assert report["gemm"][0]["c++ 1t / peak"] == 0.5 and report["gemm"][0]["c++ 2t / peak"] == 0.5
+    gelu = report["bias_gelu"][0]
+    assert gelu["c++ 1t / copy"] == 0.5 and gelu["c++ 2t / copy"] == 0.5  # 10 / 20, 20 / 40
+    assert gelu["numpy / copy"] == 0.2 and gelu["c++ 2t alloc / copy"] == 0.2  # NumPy: 1 thread
+    fused = report["fused"][0]
+    assert fused["fused / peak"] == 0.75 and fused["gemm then bias+gelu / peak"] == 0.5
+    check = report["threads_check"]
+    assert check["alone 1t / peak"] == 0.8 and check["beside torch 2t / peak"] == 0.8
+
+
+def test_the_fused_and_thread_check_tables_show_their_fractions():
+    report = _report(True)
+    report["threads_check"] = {"n": 1024, "alone 1t": 80.0, "alone 2t": 150.0}
+    benchmark._fractions(report)
+    text = bench.render_run(report)
+    assert "70.0 (0.39)" in text and "60.0 (0.33)" in text  # fused and unfused / 180 at 2t
+    assert "80.0 (0.87)" in text and "150.0 (0.83)" in text  # / 92 at 1t, / 180 at 2t
+
+
+class FakeSimd:
+    """The C++ entry points the fused row calls, in NumPy, recording each call's threads."""
+
+    def __init__(self) -> None:
+        self.threads: list[object] = []
+
+    def matmul(self, a, b, *, threads=None, out=None):
+        self.threads.append(threads)
+        return np.matmul(a, b, out=out)
+
+    def fused_bias_gelu(self, x, bias, *, threads=None, out=None):
+        self.threads.append(threads)
+        return profiling.bias_gelu(*x.shape).reference(x, bias).astype(np.float32)
+
+    def matmul_bias_gelu(self, a, b, bias, *, threads=None, out=None):
+        return self.fused_bias_gelu(self.matmul(a, b, threads=threads), bias, threads=threads)
+
+
+def test_the_fused_row_runs_on_two_threads_like_its_ceiling(monkeypatch):
+    fake = FakeSimd()
+    monkeypatch.setattr(benchmark, "simd", fake)
+    checks: list = []
+    row = benchmark._fused_row(16, 1, np.random.default_rng(0), checks)
+    assert row["threads"] == 2 and checks[0]["ok"]
+    assert fake.threads[:2] == [None, None]  # the correctness check: the default
+    assert set(fake.threads[2:]) == {2}  # every timed call

@@ -201,13 +201,16 @@ def render_run(report: dict[str, Any]) -> str:
             ]
         rows.append(cells)
     lines += table(head, rows)
-    lines += ["", "fused C = gelu(A @ B + bias) vs GEMM then bias+GELU (C++), GFLOP/s"]
+    lines += [
+        "",
+        "fused C = gelu(A @ B + bias) vs GEMM then bias+GELU (C++), GFLOP/s (fraction of the FMA peak at the same thread count)",
+    ]
     rows = [
         [
             str(r["n"]),
             str(r["threads"]),
-            _fig(r.get("fused")),
-            _fig(r.get("gemm then bias+gelu")),
+            _fig(r.get("fused"), r.get("fused / peak")),
+            _fig(r.get("gemm then bias+gelu"), r.get("gemm then bias+gelu / peak")),
             _ratio(r.get("speedup")),
         ]
         for r in report["fused"]
@@ -215,9 +218,12 @@ def render_run(report: dict[str, Any]) -> str:
     lines += table(["n", "threads", "fused", "unfused", "speedup"], rows)
     tc = report.get("threads_check", {})
     if tc:
-        rates = {k: v for k, v in tc.items() if k not in ("n", "team_size_asked_2")}
-        lines += ["", f"thread check, C++ GEMM {tc['n']}, GFLOP/s: alone vs beside torch's libgomp"]
-        lines += table(list(rates), [[_fig(v) for v in rates.values()]])
+        rates = [k for k in tc if k.startswith(("alone ", "beside torch ")) and "/" not in k]
+        lines += [
+            "",
+            f"thread check, C++ GEMM {tc['n']}, GFLOP/s (fraction of the FMA peak): alone vs beside torch's libgomp",
+        ]
+        lines += table(rates, [[_fig(tc[k], tc.get(f"{k} / peak")) for k in rates]])
         if "team_size_asked_2" in tc:
             lines.append(
                 f"OpenMP team beside torch after torch.set_num_threads(1), asking for 2: {tc['team_size_asked_2']}"
