@@ -4,8 +4,10 @@ tables that line up with no "n/a" noise. The timed smoke run is in test_ext_back
 from __future__ import annotations
 
 import functools
+import json
 import os
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -281,3 +283,41 @@ def test_the_fused_row_runs_on_two_threads_like_its_ceiling(monkeypatch):
     assert row["threads"] == 2 and checks[0]["ok"]
     assert fake.threads[:2] == [None, None]  # the correctness check: the default
     assert set(fake.threads[2:]) == {2}  # every timed call
+
+
+def _fake_child(monkeypatch, architecture: str) -> None:
+    """subprocess.run for the benchmark child: writes a report whose BLAS ran `architecture`."""
+    report = _report(True)
+    report["blas"][0]["architecture"] = architecture
+    report["targets"] = [
+        {"target": "C++ GEMM 1024 1t / OpenBLAS 1t", "value": 0.97, "want": 0.95, "met": True},
+        {"target": "C++ GEMM 1024 2t / 1t", "value": 1.9, "want": 1.8, "met": True},
+    ]
+
+    def run(cmd, env, **_kw):
+        assert env["OPENBLAS_CORETYPE"] == "Haswell"
+        Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps(report))
+        return types.SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(bench.subprocess, "run", run)
+
+
+def test_openblas_not_held_to_haswell_voids_the_ratio_targets(monkeypatch):
+    _fake_child(monkeypatch, "SkylakeX")  # OpenBLAS ignored OPENBLAS_CORETYPE
+    report = bench.run_isa("avx2", bench.cpu_flags(SKYLAKE_X), quick=True, rounds=None)
+    assert report["coretype_check"] == {"wanted": "Haswell", "seen": ["SkylakeX"], "ok": False}
+    ratio, scaling = report["targets"]
+    assert ratio["met"] is False and "not like for like" in ratio["note"]
+    assert scaling["met"] is True and "note" not in scaling  # no OpenBLAS in it
+    text = bench.render_run(report)
+    gemm_table = text[text.index("GEMM n x n x n") : text.index("bias+GELU y =")]
+    assert "NOT LIKE FOR LIKE" in gemm_table and "NOT held" in text
+    lines = [line for line in text.splitlines() if "C++ GEMM 1024 1t / OpenBLAS 1t" in line]
+    assert lines[0].strip().startswith("below") and "not like for like" in lines[0]
+
+
+def test_openblas_held_to_haswell_keeps_the_targets(monkeypatch):
+    _fake_child(monkeypatch, "Haswell")
+    report = bench.run_isa("avx2", bench.cpu_flags(SKYLAKE_X), quick=True, rounds=None)
+    assert report["coretype_check"]["ok"] and all(t["met"] for t in report["targets"])
+    assert "NOT LIKE FOR LIKE" not in bench.render_run(report)
