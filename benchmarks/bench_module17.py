@@ -9,12 +9,15 @@
    2*8*64*56*56*64*9 = 1.85 GFLOP. im2col writes a (576, 25088) float32 matrix (58 MB, ~2-4 ms at
    copy bandwidth), then one GEMM. Target <= 2.5x.
 
-Each pair runs interleaved (A, B, B, A, ...: tinytorch.profiling's rounds) so that machine noise hits both alike. The headline
-is the median over rounds of the per-round ratio (the two calls of a round ran back to back under
-the same load); medians and bests are printed too. Correctness is checked before timing.
+Timing is tinytorch.profiling's, called directly: each pair runs in interleaved rounds (A, B, B,
+A, ...), one timed call per round, after one discarded warm-up round, so that machine noise hits
+both alike. The GEMM's inputs and both flop counts come from profiling.gemm (the convolution
+counted as its im2col GEMM). The headline is the median over rounds of the per-round ratio (the
+two calls of a round ran back to back under the same load); medians and bests are printed too.
+Correctness is checked before timing.
 
-After each timed call the benchmark idles `--pause` seconds (default 0.15). After a
-multi-threaded call, OpenBLAS's and torch's worker threads keep spinning for up to ~0.1 s; a call
+After each timed call the benchmark idles `--pause` seconds (default 0.15; interleaved's settle).
+After a multi-threaded call, OpenBLAS's and torch's worker threads keep spinning for up to ~0.1 s; a call
 that starts inside that window shares its cores with them, whichever of the two it is.
 `--pause 0` shows that back-to-back figure.
 """
@@ -27,65 +30,60 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tinytorch import profiling
 from tinytorch.perf.acceleration import im2col_conv2d, tiled_matmul
-from tinytorch.profiling import interleaved as interleaved_rounds
-from tinytorch.profiling import per_call
+from tinytorch.profiling import Timing, interleaved, per_call
 
 
-def interleaved(
-    fns: dict[str, Callable[[], object]], repeats: int, pause_s: float
-) -> dict[str, list[float]]:
-    """Seconds per call of each function, one call per round, the rounds interleaved, after a
-    warm-up: tinytorch.profiling's policy, with `pause_s` of idle after every call."""
-    for fn in fns.values():
-        fn()
-    one_call = {
-        name: lambda fn=fn: per_call(fn, warmup=0, min_time=0.0, min_calls=1, max_calls=1).min
-        for name, fn in fns.items()
-    }
-    timings = interleaved_rounds(one_call, repeats, default_settle=pause_s)
-    return {name: list(t.samples) for name, t in timings.items()}
+def _one_call(fn: Callable[[], object]) -> Callable[[], float]:
+    """One round's sample for tinytorch.profiling.interleaved: one timed call, no warm-up."""
+    return lambda: per_call(fn, warmup=0, min_time=0.0, min_calls=1, max_calls=1).min
 
 
-def report(t: dict[str, list[float]], flops: float, ours: str, theirs: str) -> float:
+def timed(fns: dict[str, Callable[[], object]], repeats: int, pause_s: float) -> dict[str, Timing]:
+    """tinytorch.profiling.interleaved with one call per round and `pause_s` of idle after each;
+    one discarded round first is the warm-up."""
+    samples = {name: _one_call(fn) for name, fn in fns.items()}
+    interleaved(samples, 1, default_settle=pause_s)  # warm-up round
+    return interleaved(samples, repeats, default_settle=pause_s)
+
+
+def report(t: dict[str, Timing], flops: float, ours: str, theirs: str) -> float:
     """Print median and best times; return the median over rounds of ours / theirs.
 
     Each round's two calls ran back to back, so they saw the same machine load: the median of
     the per-round ratios is steadier on a shared machine than a ratio of separate medians.
     """
-    for name, s in t.items():
-        median, best = statistics.median(s), min(s)
+    for name, timing in t.items():
         print(
-            f"  {name:<8} median {median * 1e3:8.2f} ms  {flops / median / 1e9:6.1f} GFLOP/s"
-            f"   best {best * 1e3:8.2f} ms  {flops / best / 1e9:6.1f} GFLOP/s"
+            f"  {name:<8} median {timing.median * 1e3:8.2f} ms  {timing.rate(flops):6.1f} GFLOP/s"
+            f"   best {timing.min * 1e3:8.2f} ms  {flops / timing.min / 1e9:6.1f} GFLOP/s"
         )
-    ratio = statistics.median(a / b for a, b in zip(t[ours], t[theirs], strict=True))
-    medians = statistics.median(t[ours]) / statistics.median(t[theirs])
+    a, b = t[ours], t[theirs]
+    ratio = statistics.median(x / y for x, y in zip(a.samples, b.samples, strict=True))
     print(
         f"  {ours} / {theirs}: {ratio:.2f}x (median of per-round ratios; ratio of medians "
-        f"{medians:.2f}x, of bests {min(t[ours]) / min(t[theirs]):.2f}x)",
+        f"{a.median / b.median:.2f}x, of bests {a.min / b.min:.2f}x)",
         end="",
     )
     return ratio
 
 
 def bench_matmul(repeats: int, pause_s: float) -> float:
-    rng = np.random.default_rng(0)
     n, tile = 1024, 256
-    a = rng.standard_normal((n, n), dtype=np.float32)  # (M, K)
-    b = rng.standard_normal((n, n), dtype=np.float32)  # (K, N)
+    problem = profiling.gemm(n)
+    a, b = problem.inputs()  # (M, K), (K, N)
     ref = np.matmul(a, b)
     err = float(np.max(np.abs(tiled_matmul(a, b, tile).data - ref)))
     assert err <= 1e-3, f"tiled_matmul disagrees with np.matmul: max abs error {err}"
 
-    t = interleaved(
+    t = timed(
         {"tiled": lambda: tiled_matmul(a, b, tile), "numpy": lambda: np.matmul(a, b)},
         repeats,
         pause_s,
     )
-    flops = 2.0 * n**3
     print(f"tiled_matmul vs np.matmul, {n}^3 float32, tile {tile} (max abs err {err:.1e})")
-    ratio = report(t, flops, "tiled", "numpy")
+    ratio = report(t, problem.flops, "tiled", "numpy")
     print("   (target <= 1.3x)")
     return ratio
 
@@ -106,7 +104,7 @@ def bench_conv(repeats: int, pause_s: float) -> float | None:
         ref = torch.nn.functional.conv2d(xt, wt, bt, padding=pad).numpy()
         err = float(np.max(np.abs(im2col_conv2d(x, w, b, padding=pad).data - ref)))
         assert err <= 1e-3, f"im2col_conv2d disagrees with torch conv2d: max abs error {err}"
-        t = interleaved(
+        t = timed(
             {
                 "im2col": lambda: im2col_conv2d(x, w, b, padding=pad),
                 "torch": lambda: torch.nn.functional.conv2d(xt, wt, bt, padding=pad),
@@ -114,7 +112,7 @@ def bench_conv(repeats: int, pause_s: float) -> float | None:
             repeats,
             pause_s,
         )
-    flops = 2.0 * n * o * hw * hw * c * k * k
+    flops = profiling.gemm(o, c * k * k, n * hw * hw).flops  # the im2col GEMM: W (O, Ckk) @ cols
     print(
         f"im2col_conv2d vs torch conv2d, N={n} C={c} {hw}x{hw} O={o} {k}x{k} pad {pad} float32 "
         f"(max abs err {err:.1e}; torch {torch.__version__}, {torch.get_num_threads()} threads)"

@@ -11,7 +11,8 @@ Every figure is also a fraction of its ceiling at its own thread count (see _fra
 Every figure is checked against a float64 reference first, then timed with the one policy of
 tinytorch.profiling: interleaved rounds (the backends take turns), per-call samples, the median
 per round, with a settle pause after multi-threaded samples.
-Napkin math: see tinytorch.profiling.problems (flops and bytes come from there, as numbers).
+Napkin math: see tinytorch.profiling.problems (inputs, float64 references, flops and bytes come
+from there, as numbers; the torch worker builds its tensors from the same inputs).
 """
 
 from __future__ import annotations
@@ -136,7 +137,6 @@ def run(
         return report
     rounds = rounds or (3 if quick else 9)
     report["rounds"] = rounds
-    rng = np.random.default_rng(0)
     torch = TorchWorker(timeout=TORCH_TIMEOUT_S)
     report["torch"] = {"available": torch.ok, "reason": torch.reason or f"torch {torch.version}"}
     try:
@@ -146,17 +146,16 @@ def run(
         ).to_dict()
         say("GEMM")
         report["gemm"] = [
-            _gemm_row(n, rounds, rng, torch, report["checks"])
-            for n in ((256,) if quick else GEMM_SIZES)
+            _gemm_row(n, rounds, torch, report["checks"]) for n in ((256,) if quick else GEMM_SIZES)
         ]
         say("bias+GELU")
         shapes = ((512, 1024),) if quick else GELU_SHAPES
         report["bias_gelu"] = [
-            _bias_gelu_row(m, n, rounds, rng, torch, report["checks"]) for m, n in shapes
+            _bias_gelu_row(m, n, rounds, torch, report["checks"]) for m, n in shapes
         ]
         say("fused GEMM+bias+GELU")
         report["fused"] = [
-            _fused_row(n, rounds, rng, report["checks"]) for n in ((256,) if quick else FUSED_SIZES)
+            _fused_row(n, rounds, report["checks"]) for n in ((256,) if quick else FUSED_SIZES)
         ]
     finally:
         torch.close()
@@ -172,13 +171,16 @@ def run(
     return report
 
 
-def _gemm_row(
-    n: int, rounds: int, rng: np.random.Generator, torch: TorchWorker, checks: list
-) -> dict[str, Any]:
+def _gemm_atol(k: int) -> float:
+    """float32 GEMM error bound used by the checks: grows with sqrt(K) for N(0, 1) inputs."""
+    return 1e-4 * np.sqrt(k) * 4
+
+
+def _gemm_row(n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str, Any]:
     problem = profiling.gemm(n)
-    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))  # (n, n) each
+    a, b = problem.inputs()  # (n, n) each
     ref = problem.reference(a, b)
-    checks.append(_check(f"gemm {n} c++", simd.matmul(a, b), ref, 1e-4 * np.sqrt(n) * 4))
+    checks.append(_check(f"gemm {n} c++", simd.matmul(a, b), ref, _gemm_atol(n)))
     c1, c2 = np.empty_like(a), np.empty_like(a)  # outputs reused: time the kernels, not mmap
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
@@ -199,12 +201,9 @@ def _gemm_row(
     return row
 
 
-def _bias_gelu_row(
-    m: int, n: int, rounds: int, rng: np.random.Generator, torch: TorchWorker, checks: list
-) -> dict[str, Any]:
+def _bias_gelu_row(m: int, n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str, Any]:
     problem = profiling.bias_gelu(m, n)
-    x = (rng.standard_normal((m, n)) * 3).astype(np.float32)  # (M, N)
-    bias = rng.standard_normal(n).astype(np.float32)  # (N,)
+    x, bias = problem.inputs()  # (M, N), (N,)
     ref = problem.reference(x, bias)
     checks.append(_check(f"bias_gelu {m}x{n} c++", simd.fused_bias_gelu(x, bias), ref, 1e-6))
     checks.append(_check(f"bias_gelu {m}x{n} numpy", profiling.numpy_bias_gelu(x, bias), ref, 1e-5))
@@ -230,15 +229,17 @@ def _bias_gelu_row(
     return row
 
 
-def _fused_row(n: int, rounds: int, rng: np.random.Generator, checks: list) -> dict[str, Any]:
+def _fused_row(n: int, rounds: int, checks: list) -> dict[str, Any]:
     """At THREADS[-1] (2): the fused and unfused GEMMs are compared with the FMA peak measured at
-    that thread count (the ceilings are measured at 1 and 2 threads only)."""
-    problem = profiling.gemm(n)
-    a = rng.standard_normal((n, n)).astype(np.float32)
-    b = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
-    bias = rng.standard_normal(n).astype(np.float32)
-    ref = profiling.problems.gelu_f64(problem.reference(a, b) + bias)
-    checks.append(_check(f"gemm+bias+gelu {n} fused", simd.matmul_bias_gelu(a, b, bias), ref, 1e-4))
+    that thread count (the ceilings are measured at 1 and 2 threads only).
+
+    The problem is the two defined ones in a row: profiling.gemm(n), then profiling.bias_gelu
+    on its (n, n) output, with their inputs and float64 references."""
+    problem, epilogue = profiling.gemm(n), profiling.bias_gelu(n, n)
+    (a, b), (_x, bias) = problem.inputs(), epilogue.inputs()
+    ref = epilogue.reference(problem.reference(a, b), bias)
+    got = simd.matmul_bias_gelu(a, b, bias)
+    checks.append(_check(f"gemm+bias+gelu {n} fused", got, ref, _gemm_atol(n)))
     c1, c2 = np.empty_like(a), np.empty_like(a)
     t = THREADS[-1]
 
@@ -263,11 +264,11 @@ def _threads_check(n: int, torch: TorchWorker, rounds: int) -> dict[str, Any]:
     whichever loaded first, and torch.set_num_threads() moves its process-wide default. Our
     regions pass num_threads explicitly; the team size recorded here shows they keep it.
     """
-    a = np.random.default_rng(1).standard_normal((n, n)).astype(np.float32)
+    a, b = profiling.gemm(n).inputs()
     out: dict[str, Any] = {"n": n}
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
-        fns[f"alone {t}t"] = lambda t=t: _per_call(lambda: simd.matmul(a, a, threads=t))
+        fns[f"alone {t}t"] = lambda t=t: _per_call(lambda: simd.matmul(a, b, threads=t))
         if torch.ok:
             req = {"op": "simd_gemm", "n": n, "threads": t, "repeats": 3}
             fns[f"beside torch {t}t"] = lambda req=req: torch.time(req)

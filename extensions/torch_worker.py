@@ -27,6 +27,7 @@ from typing import Any
 TASK = "tinytorch.extensions.torch_worker:task"
 REQUEST_TIMEOUT_S = 600.0  # one timed request, however large
 
+from tinytorch import profiling
 from tinytorch.profiling import per_call
 
 
@@ -40,12 +41,14 @@ def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
     if op == "gemm":
         torch.set_num_threads(int(req["threads"]))
         n = int(req["n"])
-        a, b, c = tensors(("gemm", n), (n, n), (n, n), (n, n))
+        a, b = tensors(("gemm", n), lambda: profiling.gemm(n).inputs())
+        c = torch.empty(n, n)
         return {"seconds": _seconds(lambda: torch.mm(a, b, out=c))}
     if op == "bias_gelu":
         torch.set_num_threads(int(req["threads"]))
         rows, cols = int(req["rows"]), int(req["cols"])
-        x, bias, y = tensors(("gelu", rows, cols), (rows, cols), (cols,), (rows, cols))
+        x, bias = tensors(("gelu", rows, cols), lambda: profiling.bias_gelu(rows, cols).inputs())
+        y = torch.empty(rows, cols)
         gelu_ = getattr(torch._C._nn, "gelu_", None)  # in place: no allocation, like ours
 
         def run() -> Any:
@@ -59,16 +62,16 @@ def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
 
         n, threads = int(req["n"]), int(req["threads"])
         torch.set_num_threads(2)
-        (ta,) = tensors(("simd", n), (n, n))
-        a = ta.numpy()
+        ta, tb = tensors(("gemm", n), lambda: profiling.gemm(n).inputs())
+        a, b = ta.numpy(), tb.numpy()
         repeats = int(req.get("repeats", 5))
         timing = per_call(
-            lambda: simd.matmul(a, a, threads=threads),
+            lambda: simd.matmul(a, b, threads=threads),
             warmup=0,
             min_time=0.0,
             min_calls=repeats,
             max_calls=repeats,
-            before=lambda _i: torch.mm(ta, ta),  # torch's OpenMP pool has just run, spinning down
+            before=lambda _i: torch.mm(ta, tb),  # torch's OpenMP pool has just run, spinning down
         )
         torch.set_num_threads(1)  # changes the process-wide OpenMP default (shared libgomp)
         team = simd.team_size(threads)  # our regions pass num_threads, so they keep `threads`
@@ -77,7 +80,7 @@ def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
     return {"error": f"unknown op {op!r}"}
 
 
-_STATE: dict[str, Any] = {}  # in the child: torch, its generator and the cached tensors
+_STATE: dict[str, Any] = {}  # in the child: torch and the cached input tensors
 
 
 def task(module: Any, *, req: dict[str, Any]) -> dict[str, Any]:
@@ -85,13 +88,14 @@ def task(module: Any, *, req: dict[str, Any]) -> dict[str, Any]:
     if "torch" not in _STATE:
         import torch
 
-        _STATE.update(torch=torch, cache={}, gen=torch.Generator().manual_seed(0))
+        _STATE.update(torch=torch, cache={})
     torch, cache = _STATE["torch"], _STATE["cache"]
 
-    def tensors(key: tuple, *shapes: tuple[int, ...]) -> list[Any]:
+    def tensors(key: tuple, inputs: Any) -> list[Any]:
+        """The problem's inputs (tinytorch.profiling.problems) as tensors, kept for the next call."""
         if key not in cache:
-            cache.clear()  # keep one problem's buffers at a time
-            cache[key] = [torch.randn(*s, generator=_STATE["gen"]) for s in shapes]
+            cache.clear()  # keep one problem's inputs at a time
+            cache[key] = [torch.from_numpy(v) for v in inputs()]
         return cache[key]
 
     try:

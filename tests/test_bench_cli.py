@@ -262,9 +262,11 @@ class FakeSimd:
 
     def __init__(self) -> None:
         self.threads: list[object] = []
+        self.inputs: list[tuple] = []
 
     def matmul(self, a, b, *, threads=None, out=None):
         self.threads.append(threads)
+        self.inputs.append((a, b))
         return np.matmul(a, b, out=out)
 
     def fused_bias_gelu(self, x, bias, *, threads=None, out=None):
@@ -279,10 +281,22 @@ def test_the_fused_row_runs_on_two_threads_like_its_ceiling(monkeypatch):
     fake = FakeSimd()
     monkeypatch.setattr(benchmark, "simd", fake)
     checks: list = []
-    row = benchmark._fused_row(16, 1, np.random.default_rng(0), checks)
+    row = benchmark._fused_row(16, 1, checks)
     assert row["threads"] == 2 and checks[0]["ok"]
     assert fake.threads[:2] == [None, None]  # the correctness check: the default
     assert set(fake.threads[2:]) == {2}  # every timed call
+
+
+def test_the_benchmark_times_the_profiling_problems_inputs(monkeypatch):
+    fake = FakeSimd()
+    monkeypatch.setattr(benchmark, "simd", fake)
+    checks: list = []
+    no_torch = types.SimpleNamespace(ok=False, cpu_s=0.0)
+    row = benchmark._gemm_row(16, 1, no_torch, checks)
+    benchmark._fused_row(16, 1, checks)
+    a, b = profiling.gemm(16).inputs()
+    assert all(np.array_equal(x, a) and np.array_equal(y, b) for x, y in fake.inputs)
+    assert row["flops"] == profiling.gemm(16).flops and all(c["ok"] for c in checks)
 
 
 def _fake_child(monkeypatch, architecture: str) -> None:
