@@ -62,6 +62,16 @@ def test_a_baseline_below_the_student_is_marked_noisy_even_unflagged():
     assert any("noisy: rerun" in t and t.startswith("2") for t in labels)
 
 
+def test_the_roofline_marks_a_baseline_below_the_student_noisy_even_unflagged():
+    rows = [_row(G256, "student", ms=1.0, rate=20.0), _row(G256, "numpy", ms=9.0, rate=2.1)]
+    noisy = {p.backend: p.noisy for p in timing.roofline_points(rows)}
+    assert noisy == {"student": False, "numpy": True}
+    fig = timing.draw_roofline(rows, CEIL)
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert "numpy, gemm 256x256x256 (noisy: rerun)" in labels
+    assert "student, gemm 256x256x256" in labels
+
+
 def test_incorrect_and_not_credible_rows_are_listed_never_drawn():
     rows = [
         _row(G256, "student", ms=1.0, rate=None, flags=["incorrect"]),

@@ -3,7 +3,8 @@
 Figures come from the rows only: each row carries its flops and bytes as numbers and its flags
 (see milestone07.part_b). Ceilings are tinytorch.profiling's, measured once, by Part B. Rows that
 are "incorrect" or "not_credible" are never drawn, only listed; "noisy" bars are hatched and
-labelled "noisy: rerun", and so is any baseline bar below a student's bar on the same problem.
+labelled "noisy: rerun", and so is any baseline below a student on the same problem (bars and
+roofline points alike: roofline_points takes throughput_table's mask).
 """
 
 from __future__ import annotations
@@ -105,7 +106,11 @@ def not_timed(rows: Sequence[Any]) -> list[str]:
 
 
 def roofline_points(rows: Sequence[Any]) -> list[RooflinePoint]:
-    """A point per credited row, from its own flops and bytes (never parsed from its name)."""
+    """A point per credited row, from its own flops and bytes (never parsed from its name).
+
+    Noisy exactly as in throughput_table: flagged, or a baseline below a student on its problem.
+    """
+    tables = {kind: throughput_table(rows, kind) for kind in {r.kind for r in rows}}
     points = []
     for r in rows:
         if (
@@ -115,7 +120,8 @@ def roofline_points(rows: Sequence[Any]) -> list[RooflinePoint]:
             or not getattr(r, "bytes", None)
         ):
             continue
-        noisy = "noisy" in (getattr(r, "flags", []) or [])
+        table = tables[r.kind]
+        noisy = bool(table.noisy[table.problems.index(r.problem), table.backends.index(r.backend)])
         points.append(
             RooflinePoint(
                 r.backend, r.problem, r.flops / r.bytes, r.flops / (r.ms * 1e-3) / 1e9, noisy
