@@ -48,15 +48,9 @@ TORCH_TIMEOUT_S = 120.0  # one torch request; a hung worker becomes "n/a", not a
 # backend's spin, and each backend keeps its own defaults.
 OPENBLAS_SETTLE_S = 0.25
 OPENMP_SETTLE_S = 0.03
-
-
-def _per_call(fn: Callable[[], Any], min_time: float = 0.002, min_calls: int = 5) -> float:
-    """Median seconds per call under profiling's policy (kept for the torch worker's import).
-
-    The median, not the mean: on a VM a 2-thread call after an idle pause sometimes stalls
-    ~4-10 ms while the idle vCPU is woken through the hypervisor; min_calls samples outvote it.
-    """
-    return per_call(fn, min_time=min_time, min_calls=min_calls).median
+# Each round's sample is the MEDIAN of profiling.per_call's per-call samples, not the mean: on a
+# VM a 2-thread call after an idle pause sometimes stalls ~4-10 ms while the idle vCPU is woken
+# through the hypervisor; per_call's min_calls samples outvote it.
 
 
 def _settle(names: list[str]) -> dict[str, float]:
@@ -184,11 +178,11 @@ def _gemm_row(n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str
     c1, c2 = np.empty_like(a), np.empty_like(a)  # outputs reused: time the kernels, not mmap
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
-        fns[f"c++ {t}t"] = lambda t=t: _per_call(lambda: simd.matmul(a, b, threads=t, out=c1))
+        fns[f"c++ {t}t"] = lambda t=t: per_call(lambda: simd.matmul(a, b, threads=t, out=c1)).median
 
         def blas(t: int = t) -> float:
             with _numpy_threads(t):
-                return _per_call(lambda: np.matmul(a, b, out=c2))
+                return per_call(lambda: np.matmul(a, b, out=c2)).median
 
         fns[f"numpy {t}t"] = blas
     if torch.ok:
@@ -210,11 +204,13 @@ def _bias_gelu_row(m: int, n: int, rounds: int, torch: TorchWorker, checks: list
     y1, y2, tmp = np.empty_like(x), np.empty_like(x), np.empty_like(x)  # reused, like torch's
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
-        fns[f"c++ {t}t"] = lambda t=t: _per_call(
-            lambda: simd.fused_bias_gelu(x, bias, threads=t, out=y1)
+        fns[f"c++ {t}t"] = lambda t=t: (
+            per_call(lambda: simd.fused_bias_gelu(x, bias, threads=t, out=y1)).median
         )
-    fns["numpy"] = lambda: _per_call(lambda: profiling.numpy_bias_gelu(x, bias, out=y2, tmp=tmp))
-    fns["c++ 2t alloc"] = lambda: _per_call(lambda: simd.fused_bias_gelu(x, bias, threads=2))
+    fns["numpy"] = lambda: (
+        per_call(lambda: profiling.numpy_bias_gelu(x, bias, out=y2, tmp=tmp)).median
+    )
+    fns["c++ 2t alloc"] = lambda: per_call(lambda: simd.fused_bias_gelu(x, bias, threads=2)).median
     if torch.ok:
         req = {"op": "bias_gelu", "rows": m, "cols": n, "threads": 2, "inplace": True}
         fns["torch 2t"] = lambda: torch.time(req)
@@ -247,8 +243,10 @@ def _fused_row(n: int, rounds: int, checks: list) -> dict[str, Any]:
         return simd.fused_bias_gelu(simd.matmul(a, b, threads=t, out=c2), bias, threads=t, out=c2)
 
     fns = {
-        "fused": lambda: _per_call(lambda: simd.matmul_bias_gelu(a, b, bias, threads=t, out=c1)),
-        "gemm then bias+gelu": lambda: _per_call(unfused),
+        "fused": lambda: (
+            per_call(lambda: simd.matmul_bias_gelu(a, b, bias, threads=t, out=c1)).median
+        ),
+        "gemm then bias+gelu": lambda: per_call(unfused).median,
     }
     med, load = _timed(fns, rounds)
     row: dict[str, Any] = {"n": n, "threads": t}
@@ -268,7 +266,7 @@ def _threads_check(n: int, torch: TorchWorker, rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {"n": n}
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
-        fns[f"alone {t}t"] = lambda t=t: _per_call(lambda: simd.matmul(a, b, threads=t))
+        fns[f"alone {t}t"] = lambda t=t: per_call(lambda: simd.matmul(a, b, threads=t)).median
         if torch.ok:
             req = {"op": "simd_gemm", "n": n, "threads": t, "repeats": 3}
             fns[f"beside torch {t}t"] = lambda req=req: torch.time(req)

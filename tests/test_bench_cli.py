@@ -335,3 +335,27 @@ def test_openblas_held_to_haswell_keeps_the_targets(monkeypatch):
     report = bench.run_isa("avx2", bench.cpu_flags(SKYLAKE_X), quick=True, rounds=None)
     assert report["coretype_check"]["ok"] and all(t["met"] for t in report["targets"])
     assert "NOT LIKE FOR LIKE" not in bench.render_run(report)
+
+
+def test_the_torch_worker_times_with_profiling_per_call_itself(monkeypatch):
+    from tinytorch.extensions import torch_worker
+
+    sampled = []
+
+    def spy(fn, **kw):
+        sampled.append(fn())
+        return profiling.Timing((0.5, 0.25, 0.75))
+
+    monkeypatch.setattr(torch_worker, "per_call", spy)
+    fake_torch = types.SimpleNamespace(
+        set_num_threads=lambda n: None,
+        empty=lambda *shape: np.empty(shape, np.float32),
+        mm=lambda a, b, out: np.matmul(a, b, out=out),
+    )
+    reply = torch_worker.handle(
+        {"op": "gemm", "n": 8, "threads": 1}, fake_torch, lambda _key, inputs: inputs()
+    )
+    assert reply == {"seconds": 0.5} and len(sampled) == 1  # the median of per_call's samples
+    a, b = profiling.gemm(8).inputs()
+    np.testing.assert_array_equal(sampled[0], a @ b)  # on the problem's own inputs
+    assert not hasattr(benchmark, "_per_call")  # no second wrapper to import back

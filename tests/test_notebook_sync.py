@@ -48,3 +48,14 @@ def test_notebook_calls_the_package_rather_than_holding_logic():
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert not any("def tiled_matmul" in s or "np.matmul" in s for s in code)
     assert max(len(s.splitlines()) for s in code) <= 25
+
+
+def test_the_notebook_says_how_to_rerun_part_b_alone():
+    cells = jupytext.read(PY).cells
+    text = [c.source for c in cells if c.cell_type == "markdown" and "Part B" in c.source]
+    assert any(
+        "To rerun Part B alone" in t and "m07.run_part_b(IMPL, part_a=part_a)" in t for t in text
+    )
+    code = [c.source for c in cells if c.cell_type == "code"]
+    assert any("part_a = m07.run_part_a(" in c for c in code)  # what that call reuses
+    assert any("m07.run_part_b(IMPL" in c for c in code)  # "run the next cell again"
