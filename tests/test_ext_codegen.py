@@ -3,8 +3,9 @@
 gcc 12 with -funroll-loops once turned the 6x16 AVX2 intrinsics into 12 FMAs per k step that each
 reloaded B from memory (16 ymm registers were not enough for two interleaved k steps): 0.6x
 OpenBLAS. The AVX2 inner loop is now inline asm, and these tests keep it honest under every flag
-set the build can choose: the micro-kernel's FMAs take B from registers (no memory operand), and
-the AVX-512 one takes at most its A broadcasts ({1to16}) from memory and never spills to the stack.
+set the build can choose, plus -march targets and unrolling/-O2 variants: the AVX2 micro-kernel's
+FMAs take B from registers (no memory operand), and the AVX-512 one takes at most its A
+broadcasts ({1to16}) from memory and never spills to the stack, under the same kind of flag sets.
 The AVX-512 kernel is only compiled and disassembled here; running it needs an AVX-512F CPU
 (tests/test_ext_isa_paths.py).
 """
@@ -73,14 +74,26 @@ def fma_operands(lines: list[str]) -> list[str]:
 
 
 AVX2_FLAG_SETS = [*build.ISA_FLAGS["avx2"], ["-march=haswell"], ["-march=znver3"]]
+AVX512_FLAG_SETS = [
+    *build.ISA_FLAGS["avx512"],  # the build's choice and its -m fallback
+    ["-march=skylake-avx512"],
+    ["-march=sapphirerapids"],
+]
+EXTRA_FLAGS = [[], ["-funroll-all-loops"], ["-O2"]]
 
 
-@pytest.mark.parametrize("flags", AVX2_FLAG_SETS, ids=" ".join)
-@pytest.mark.parametrize("extra", [[], ["-funroll-all-loops"], ["-O2"]], ids=" ".join)
-def test_avx2_micro_kernel_fmas_never_take_b_from_memory(
-    tmp_path, flags: list[str], extra: list[str]
-) -> None:
-    lines = disassemble(compile_library(tmp_path, [*flags, *extra]), "ukernel_avx2_6x16")
+def flag_matrix(flag_sets: list[list[str]]) -> list:
+    """Each flag set, alone and with each of EXTRA_FLAGS: the same matrix for every micro-kernel."""
+    return [
+        pytest.param([*flags, *extra], id=" ".join([*flags, *extra]))
+        for extra in EXTRA_FLAGS
+        for flags in flag_sets
+    ]
+
+
+@pytest.mark.parametrize("flags", flag_matrix(AVX2_FLAG_SETS))
+def test_avx2_micro_kernel_fmas_never_take_b_from_memory(tmp_path, flags: list[str]) -> None:
+    lines = disassemble(compile_library(tmp_path, flags), "ukernel_avx2_6x16")
     ops = fma_operands(lines)
     assert len(ops) >= 12 * 4, f"expected the 4x-unrolled 6x16 loop, found {len(ops)} FMAs"
     memory = [op for op in ops if "(" in op]
@@ -89,9 +102,9 @@ def test_avx2_micro_kernel_fmas_never_take_b_from_memory(
     assert sum("vbroadcastss" in line for line in lines) == 6 * 5
 
 
-def test_avx512_micro_kernel_keeps_its_28_accumulators_in_registers(tmp_path) -> None:
-    lines = disassemble(compile_library(tmp_path, build.ISA_FLAGS["avx512"][0]),
-                        "ukernel_avx512_14x32")  # fmt: skip
+@pytest.mark.parametrize("flags", flag_matrix(AVX512_FLAG_SETS))
+def test_avx512_micro_kernel_keeps_its_28_accumulators_in_registers(tmp_path, flags) -> None:
+    lines = disassemble(compile_library(tmp_path, flags), "ukernel_avx512_14x32")
     ops = fma_operands(lines)
     assert len(ops) >= 28 and all("zmm" in op for op in ops), ops[:4]
     memory = [op for op in ops if "(" in op and "{1to16}" not in op]
