@@ -160,6 +160,48 @@ def test_a_backward_stub_makes_the_run_incomplete_and_is_named(stub, tmp_path) -
     assert {c.name: c.status for c in result.checks}["backward"] == "incomplete"
 
 
+CLASS = "class Im2colConv2dFunction(Function):\n"
+ABSTRACT = """
+class AbstractConv(Function):
+    def forward(self, x, weight, bias):
+        raise NotImplementedError("each convolution writes its own forward")
+
+    def backward(self, grad_output):
+        raise NotImplementedError
+
+
+def unused_extra(x):
+    raise NotImplementedError("an idea for later")
+
+
+class Im2colConv2dFunction(AbstractConv):
+"""
+
+
+def test_stubs_outside_the_graded_places_are_warnings_not_incomplete(tmp_path) -> None:
+    source = COURSE.read_text()
+    assert source.count(CLASS) == 1
+    path = tmp_path / "with_abstract_base.py"
+    path.write_text(source.replace(CLASS, ABSTRACT))
+    result = run_part_a(str(path), timeout=10.0)
+    assert result.verdict == "PASS", result.missing
+    assert result.passed() == 30 and result.missing == []
+    warned = [w.split()[0] for w in result.warnings if "NotImplementedError" in w]
+    assert warned == ["AbstractConv.forward", "AbstractConv.backward", "unused_extra"]
+
+
+def test_a_stub_in_the_function_class_im2col_conv2d_uses_is_incomplete(tmp_path) -> None:
+    """Whatever the class is called: its methods are graded places, a base's overridden ones not."""
+    source = COURSE.read_text().replace(CLASS, ABSTRACT).replace("Im2colConv2dFunction", "Conv")
+    stub = "    def extra(self):\n        raise NotImplementedError\n\n"
+    path = tmp_path / "stubbed_method.py"
+    path.write_text(source.replace(BACKWARD, stub + BACKWARD))
+    result = run_part_a(str(path), timeout=10.0)
+    assert result.verdict == "INCOMPLETE"
+    assert [m.split("(")[0] for m in result.missing] == ["Conv.extra"]
+    assert result.passed() == 30
+
+
 def test_direct_apply_with_mismatched_shapes_names_them() -> None:
     from tinytorch.perf.acceleration import Im2colConv2dFunction
 
