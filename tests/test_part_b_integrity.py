@@ -6,6 +6,7 @@ No timed assertions: the fake submissions report absurd times, and flags are set
 
 from __future__ import annotations
 
+import importlib.util
 import types
 from pathlib import Path
 
@@ -61,6 +62,22 @@ def test_a_correct_kernel_passes_every_rotated_sample():
 def test_a_missing_unfused_gelu_says_not_in_this_module():
     row = TASKS["student_unfused_gelu"](types.SimpleNamespace(), m=4, n=8, repeats=1)
     assert row["status"] == "unavailable" and row["detail"] == "unfused_gelu not in this module"
+
+
+def _course_module() -> types.ModuleType:
+    path = Path(__file__).parent / "course" / "course_module.py"
+    spec = importlib.util.spec_from_file_location("course_module_for_part_b", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("task", ["student_unfused_gelu", "student_fused_gelu"])
+def test_both_student_gelu_tasks_time_a_course_module_on_a_tiny_input(task):
+    row = TASKS[task](_course_module(), m=3, n=5, repeats=2)
+    assert row["status"] == "ok" and row["samples"] >= 2 and row["ms"] > 0, row
+    fn = task.removeprefix("student_")
+    assert row["detail"].startswith(f"your {fn} (the reference's: 9 ")
 
 
 PATCH_TASKS = """
