@@ -7,10 +7,14 @@ Runs inside the child process (student code is untrusted); the parent only sees 
 """
 
 from __future__ import annotations
+import __future__
 
+import functools
 import importlib
 import importlib.util
 import inspect
+import linecache
+import operator
 import os
 import sys
 import traceback
@@ -22,6 +26,9 @@ from tinytorch.milestone07 import submission
 from tinytorch.milestone07.cases import FUNCTIONS
 
 DEFAULT_IMPL = "tinytorch.perf.acceleration"
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names)
+)
 
 
 def is_path(impl: str) -> bool:
@@ -46,7 +53,13 @@ def import_impl(impl: str) -> ModuleType:
         module = ModuleType(name)
         module.__file__ = path
         sys.modules[name] = module
-        exec(compile(submission.exported_source(path), path, "exec"), module.__dict__)  # noqa: S102
+        flags = 0  # a cell's `from __future__ import` holds for the cells after it
+        for filename, source in submission.code_units(path):
+            code = compile(source, filename, "exec", flags=flags, dont_inherit=True)
+            flags |= code.co_flags & _FUTURE_FLAGS
+            if filename != path:  # a notebook's cell: tracebacks read its lines from here
+                linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            exec(code, module.__dict__)  # noqa: S102
         return module
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -126,7 +139,7 @@ def conv_methods(module: ModuleType, file: str) -> list[str]:
 
 def _conv_methods(module: ModuleType, file: str) -> set[str]:
     def own(code: Any) -> bool:
-        return isinstance(code, types.CodeType) and os.path.realpath(code.co_filename) == file
+        return isinstance(code, types.CodeType) and submission.compiled_in(code, file)
 
     fn = getattr(module, "im2col_conv2d", None)
     classes = [fn.__self__] if isinstance(getattr(fn, "__self__", None), type) else []
