@@ -121,8 +121,9 @@ def test_a_notebook_without_exported_cells_gets_a_clear_message(kind, tmp_path) 
     assert "has no exported cell" in detail and "Traceback" not in detail
 
 
-def test_the_cli_grades_a_notebook(tmp_path, capsys) -> None:
-    path = write(tmp_path, "ipynb", COURSE.read_text())
+@pytest.mark.parametrize("kind", ["ipynb", "percent"])
+def test_the_cli_grades_a_notebook(kind, tmp_path, capsys) -> None:
+    path = write(tmp_path, kind, COURSE.read_text())
     code = main(["milestone", "run", "07", "--impl", str(path), "--no-part-b"])
     out = capsys.readouterr().out
     assert code == 0, out[-2000:]
