@@ -80,6 +80,54 @@ def test_both_student_gelu_tasks_time_a_course_module_on_a_tiny_input(task):
     assert row["detail"].startswith(f"your {fn} (the reference's: 9 ")
 
 
+def test_no_tensor_is_built_inside_a_timed_call(monkeypatch):
+    """Tensor(data) copies: Part B builds the inputs' Tensors before timing, never in the timed
+    call. Counted around each timed call, with kernels that build no Tensor themselves."""
+    from tinytorch.core.tensor import Tensor
+    from tinytorch.milestone07 import bench_tasks
+    from tinytorch.milestone07.references import ref_gelu
+
+    built: list[str] = []
+    init, wrap = Tensor.__init__, Tensor.wrap.__func__
+
+    def counting_init(self, *args, **kwargs):
+        built.append("Tensor()")
+        init(self, *args, **kwargs)
+
+    def counting_wrap(cls, *args, **kwargs):
+        built.append("Tensor.wrap()")
+        return wrap(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Tensor, "__init__", counting_init)
+    monkeypatch.setattr(Tensor, "wrap", classmethod(counting_wrap))
+    in_timed_calls: list[int] = []
+    per_call = bench_tasks.per_call
+
+    def spy(fn, **kwargs):
+        def timed():
+            before = len(built)
+            out = fn()
+            in_timed_calls.append(len(built) - before)
+            return out
+
+        return per_call(timed, **kwargs)
+
+    monkeypatch.setattr(bench_tasks, "per_call", spy)
+    gelu = lambda x: ref_gelu(x.data).astype(np.float32)
+    module = types.SimpleNamespace(
+        tiled_matmul=lambda a, b, tile_size=64: a.data @ b.data,
+        fused_gelu=gelu,
+        unfused_gelu=gelu,
+    )
+    tasks = {"student_gemm": {"n": 16}, "student_bias_gelu": {"m": 3, "n": 5}}
+    tasks |= {"student_fused_gelu": {"m": 3, "n": 5}, "student_unfused_gelu": {"m": 3, "n": 5}}
+    for task, kwargs in tasks.items():
+        assert TASKS[task](module, repeats=2, **kwargs)["status"] == "ok", task
+    assert len(in_timed_calls) >= 4 * 3  # a warm-up and two samples per task
+    assert set(in_timed_calls) == {0}
+    assert built  # the inputs' Tensors were built, outside the timed calls
+
+
 PATCH_TASKS = """
 import tinytorch.milestone07.bench_tasks as _bt
 _bt.TASKS["student_gemm"] = lambda module, **kw: {"status": "ok", "ms": 1e-9, "min_ms": 1e-9,
