@@ -28,8 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tinytorch.perf.acceleration import im2col_conv2d, tiled_matmul
-from tinytorch.profiling import interleaved as interleaved_rounds
-from tinytorch.profiling import per_call
+from tinytorch.profiling import interleaved_calls
 
 
 def interleaved(
@@ -37,13 +36,7 @@ def interleaved(
 ) -> dict[str, list[float]]:
     """Seconds per call of each function, one call per round, the rounds interleaved, after a
     warm-up: tinytorch.profiling's policy, with `pause_s` of idle after every call."""
-    for fn in fns.values():
-        fn()
-    one_call = {
-        name: lambda fn=fn: per_call(fn, warmup=0, min_time=0.0, min_calls=1, max_calls=1).min
-        for name, fn in fns.items()
-    }
-    timings = interleaved_rounds(one_call, repeats, default_settle=pause_s)
+    timings = interleaved_calls(fns, repeats, default_settle=pause_s)
     return {name: list(t.samples) for name, t in timings.items()}
 
 
