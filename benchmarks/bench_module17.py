@@ -32,20 +32,13 @@ import numpy as np
 
 from tinytorch import profiling
 from tinytorch.perf.acceleration import im2col_conv2d, tiled_matmul
-from tinytorch.profiling import Timing, interleaved, per_call
-
-
-def _one_call(fn: Callable[[], object]) -> Callable[[], float]:
-    """One round's sample for tinytorch.profiling.interleaved: one timed call, no warm-up."""
-    return lambda: per_call(fn, warmup=0, min_time=0.0, min_calls=1, max_calls=1).min
+from tinytorch.profiling import Timing, interleaved_calls
 
 
 def timed(fns: dict[str, Callable[[], object]], repeats: int, pause_s: float) -> dict[str, Timing]:
-    """tinytorch.profiling.interleaved with one call per round and `pause_s` of idle after each;
-    one discarded round first is the warm-up."""
-    samples = {name: _one_call(fn) for name, fn in fns.items()}
-    interleaved(samples, 1, default_settle=pause_s)  # warm-up round
-    return interleaved(samples, repeats, default_settle=pause_s)
+    """tinytorch.profiling.interleaved_calls: one warm-up call of each, then `repeats` rounds of
+    one timed call each, with `pause_s` of idle after every call."""
+    return interleaved_calls(fns, repeats, default_settle=pause_s)
 
 
 def report(t: dict[str, Timing], flops: float, ours: str, theirs: str) -> float:

@@ -253,6 +253,21 @@ def test_output_that_aliases_an_input_is_a_copy():
     assert x.data[0] == 1.0
 
 
+@pytest.mark.parametrize(
+    "op, derivative", [("exp", np.exp), ("tanh", lambda x: 1 - np.tanh(x) ** 2)]
+)
+def test_editing_a_result_in_place_leaves_its_gradient_alone(op, derivative):
+    """Exp and Tanh keep their output for backward: a copy, so that in-place work on the result's
+    .data (as on the course's always-copied Tensors) cannot change the gradient."""
+    data = np.array([-1.0, 0.0, 0.5, 2.0], dtype=np.float32)
+    x = Tensor(data, requires_grad=True)
+    y = getattr(x, op)()
+    y.data *= 3.0
+    y.data += 1.0
+    y.backward(np.ones(4, dtype=np.float32))
+    np.testing.assert_allclose(x.grad, derivative(data.astype(np.float64)), rtol=1e-6, atol=1e-6)
+
+
 class TooFew(Function):
     def forward(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a + b

@@ -21,14 +21,14 @@ def bench17():
 
 
 def test_it_uses_the_profiling_rounds_not_a_copy_of_them(bench17):
-    assert bench17.interleaved is profiling.interleaved and bench17.per_call is profiling.per_call
+    assert bench17.interleaved_calls is profiling.interleaved_calls
     calls = {"a": 0, "b": 0}
 
     def count(name):
         return lambda: calls.__setitem__(name, calls[name] + 1)
 
     t = bench17.timed({"a": count("a"), "b": count("b")}, 3, 0.0)
-    assert calls == {"a": 4, "b": 4}  # one discarded warm-up round, then 3 timed ones
+    assert calls == {"a": 4, "b": 4}  # one warm-up call, then 3 timed rounds
     assert all(isinstance(v, profiling.Timing) and len(v.samples) == 3 for v in t.values())
 
 

@@ -15,7 +15,7 @@ import pytest
 from numeric_grad import assert_close, numeric_grad
 
 from tinytorch.core.tensor import Tensor
-from tinytorch.milestone07 import run_part_a
+from tinytorch.milestone07 import backward, run_part_a
 from tinytorch.milestone07.references import ref_conv2d, ref_gelu, ref_matmul
 
 COURSE = Path(__file__).parent / "course" / "course_module.py"
@@ -158,6 +158,78 @@ def test_a_backward_stub_makes_the_run_incomplete_and_is_named(stub, tmp_path) -
     assert [m.split("(")[0] for m in result.missing] == ["Im2colConv2dFunction.backward"]
     assert result.passed() == 30  # the forward is written: every case still runs and passes
     assert {c.name: c.status for c in result.checks}["backward"] == "incomplete"
+
+
+@pytest.mark.parametrize(
+    "phase, error, lesson",
+    [
+        ("forward", "TypeError: unsupported operand (at m.py:3)", "forward"),
+        ("backward", "RuntimeError: Conv.backward returned 2 gradients for 3 inputs: ...", "gradients"),
+        ("backward", "RuntimeError: Conv.backward returned a gradient of shape (3,) for ...", "gradients"),
+        ("backward", "RuntimeError: backward(): this tensor does not require grad ...", "graph"),
+        ("backward", "ValueError: operands could not be broadcast together (at m.py:9)", "backward"),
+    ],
+)  # fmt: skip
+def test_a_raising_backward_check_gets_the_lesson_of_its_phase_and_message(phase, error, lesson):
+    reply = {"status": "raised", "error": error, "phase": phase}
+    got = backward._failed_reply(None, reply, "x (1, 1, 4, 4)")
+    assert (got.status, got.lesson) == ("fail", backward.LESSONS[lesson])
+    assert got.detail == f"x (1, 1, 4, 4): raised {error}"
+
+
+def test_a_backward_returning_two_gradients_for_three_inputs_is_told_so(tmp_path) -> None:
+    source = COURSE.read_text()
+    returns = "        return grad_x, grad_weight, grad_bias\n"
+    assert source.count(returns) == 1
+    path = tmp_path / "two_gradients.py"
+    path.write_text(source.replace(returns, "        return grad_x, grad_weight\n"))
+    result = run_part_a(str(path), timeout=10.0)
+    check = {c.name: c for c in result.checks}["backward"]
+    assert result.verdict == "NOT_PASSED" and check.status == "fail"
+    assert "returned 2 gradients for 3 inputs" in check.detail
+    assert check.lesson == backward.LESSONS["gradients"]
+
+
+CLASS = "class Im2colConv2dFunction(Function):\n"
+ABSTRACT = """
+class AbstractConv(Function):
+    def forward(self, x, weight, bias):
+        raise NotImplementedError("each convolution writes its own forward")
+
+    def backward(self, grad_output):
+        raise NotImplementedError
+
+
+def unused_extra(x):
+    raise NotImplementedError("an idea for later")
+
+
+class Im2colConv2dFunction(AbstractConv):
+"""
+
+
+def test_stubs_outside_the_graded_places_are_warnings_not_incomplete(tmp_path) -> None:
+    source = COURSE.read_text()
+    assert source.count(CLASS) == 1
+    path = tmp_path / "with_abstract_base.py"
+    path.write_text(source.replace(CLASS, ABSTRACT))
+    result = run_part_a(str(path), timeout=10.0)
+    assert result.verdict == "PASS", result.missing
+    assert result.passed() == 30 and result.missing == []
+    warned = [w.split()[0] for w in result.warnings if "NotImplementedError" in w]
+    assert warned == ["AbstractConv.forward", "AbstractConv.backward", "unused_extra"]
+
+
+def test_a_stub_in_the_function_class_im2col_conv2d_uses_is_incomplete(tmp_path) -> None:
+    """Whatever the class is called: its methods are graded places, a base's overridden ones not."""
+    source = COURSE.read_text().replace(CLASS, ABSTRACT).replace("Im2colConv2dFunction", "Conv")
+    stub = "    def extra(self):\n        raise NotImplementedError\n\n"
+    path = tmp_path / "stubbed_method.py"
+    path.write_text(source.replace(BACKWARD, stub + BACKWARD))
+    result = run_part_a(str(path), timeout=10.0)
+    assert result.verdict == "INCOMPLETE"
+    assert [m.split("(")[0] for m in result.missing] == ["Conv.extra"]
+    assert result.passed() == 30
 
 
 def test_direct_apply_with_mismatched_shapes_names_them() -> None:

@@ -174,8 +174,12 @@ def test_resolve_impl_and_parse_param(tmp_path):
     (tmp_path / "mine.py").write_text("")
     assert resolve_impl("mine.py", tmp_path) == str((tmp_path / "mine.py").resolve())
     assert resolve_impl("pkg.module", tmp_path) == "pkg.module"
+    (tmp_path / "mine.ipynb").write_text("{}")  # a notebook is a path, whatever its contents
+    assert resolve_impl("mine.ipynb", tmp_path) == str((tmp_path / "mine.ipynb").resolve())
     with pytest.raises(UsageError, match="--impl"):
         resolve_impl("missing.py", tmp_path)
+    with pytest.raises(UsageError, match="no such file 'missing.ipynb'"):
+        resolve_impl("missing.ipynb", tmp_path)
     assert parse_param("SEED=3") == ("SEED", 3)
     assert parse_param("PART_B=quick") == ("PART_B", "quick")
 

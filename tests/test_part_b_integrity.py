@@ -6,6 +6,7 @@ No timed assertions: the fake submissions report absurd times, and flags are set
 
 from __future__ import annotations
 
+import importlib.util
 import types
 from pathlib import Path
 
@@ -61,6 +62,70 @@ def test_a_correct_kernel_passes_every_rotated_sample():
 def test_a_missing_unfused_gelu_says_not_in_this_module():
     row = TASKS["student_unfused_gelu"](types.SimpleNamespace(), m=4, n=8, repeats=1)
     assert row["status"] == "unavailable" and row["detail"] == "unfused_gelu not in this module"
+
+
+def _course_module() -> types.ModuleType:
+    path = Path(__file__).parent / "course" / "course_module.py"
+    spec = importlib.util.spec_from_file_location("course_module_for_part_b", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("task", ["student_unfused_gelu", "student_fused_gelu"])
+def test_both_student_gelu_tasks_time_a_course_module_on_a_tiny_input(task):
+    row = TASKS[task](_course_module(), m=3, n=5, repeats=2)
+    assert row["status"] == "ok" and row["samples"] >= 2 and row["ms"] > 0, row
+    fn = task.removeprefix("student_")
+    assert row["detail"].startswith(f"your {fn} (the reference's: 9 ")
+
+
+def test_no_tensor_is_built_inside_a_timed_call(monkeypatch):
+    """Tensor(data) copies: Part B builds the inputs' Tensors before timing, never in the timed
+    call. Counted around each timed call, with kernels that build no Tensor themselves."""
+    from tinytorch.core.tensor import Tensor
+    from tinytorch.milestone07 import bench_tasks
+    from tinytorch.milestone07.references import ref_gelu
+
+    built: list[str] = []
+    init, wrap = Tensor.__init__, Tensor.wrap.__func__
+
+    def counting_init(self, *args, **kwargs):
+        built.append("Tensor()")
+        init(self, *args, **kwargs)
+
+    def counting_wrap(cls, *args, **kwargs):
+        built.append("Tensor.wrap()")
+        return wrap(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Tensor, "__init__", counting_init)
+    monkeypatch.setattr(Tensor, "wrap", classmethod(counting_wrap))
+    in_timed_calls: list[int] = []
+    per_call = bench_tasks.per_call
+
+    def spy(fn, **kwargs):
+        def timed():
+            before = len(built)
+            out = fn()
+            in_timed_calls.append(len(built) - before)
+            return out
+
+        return per_call(timed, **kwargs)
+
+    monkeypatch.setattr(bench_tasks, "per_call", spy)
+    gelu = lambda x: ref_gelu(x.data).astype(np.float32)
+    module = types.SimpleNamespace(
+        tiled_matmul=lambda a, b, tile_size=64: a.data @ b.data,
+        fused_gelu=gelu,
+        unfused_gelu=gelu,
+    )
+    tasks = {"student_gemm": {"n": 16}, "student_bias_gelu": {"m": 3, "n": 5}}
+    tasks |= {"student_fused_gelu": {"m": 3, "n": 5}, "student_unfused_gelu": {"m": 3, "n": 5}}
+    for task, kwargs in tasks.items():
+        assert TASKS[task](module, repeats=2, **kwargs)["status"] == "ok", task
+    assert len(in_timed_calls) >= 4 * 3  # a warm-up and two samples per task
+    assert set(in_timed_calls) == {0}
+    assert built  # the inputs' Tensors were built, outside the timed calls
 
 
 PATCH_TASKS = """

@@ -1,8 +1,19 @@
-"""render_part_b: full reasons, each untimed backend once, flags spelled out, columns aligned."""
+"""render_part_b: full reasons, each untimed backend once, flags spelled out, columns aligned;
+the fusion lesson's rows state their passes over memory, counted from the reference's code."""
 
 from __future__ import annotations
 
+import types
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
 from tinytorch import profiling
+from tinytorch.core.tensor import Tensor
+from tinytorch.milestone07 import bench_tasks, part_b
+from tinytorch.milestone07.bench_tasks import GELU_PASSES
+from tinytorch.milestone07.references import ref_gelu
 from tinytorch.milestone07.report import render_part_b
 from tinytorch.milestone07.results import BenchRow, PartBResult
 
@@ -79,3 +90,63 @@ def test_problem_blocks_line_up():
         assert rows
         for row in rows:  # every cell, a number or "-", ends under its column's title
             assert all(row[e - 1] != " " and row[e] == " " for e in ends), (head, row)
+
+
+class _CountingArray(np.ndarray):
+    """Counts the ufunc calls made on it (each one pass over memory) and stays itself."""
+
+    calls: ClassVar[list[str]] = []
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        _CountingArray.calls.append(ufunc.__name__)
+        plain = [i.view(np.ndarray) if isinstance(i, _CountingArray) else i for i in inputs]
+        if out is not None:
+            kwargs["out"] = tuple(o.view(np.ndarray) for o in out)
+        result = getattr(ufunc, method)(*plain, **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return result.view(_CountingArray) if isinstance(result, np.ndarray) else result
+
+
+@pytest.mark.parametrize("name", ["unfused_gelu", "fused_gelu"])
+def test_the_stated_pass_counts_are_the_reference_gelus_ufunc_calls(name) -> None:
+    from tinytorch.perf import acceleration
+
+    x = np.linspace(-5, 5, 64, dtype=np.float32).view(_CountingArray)
+    _CountingArray.calls = []
+    out = getattr(acceleration, name)(Tensor.wrap(x))
+    calls = list(_CountingArray.calls)
+    assert len(calls) == GELU_PASSES[name], calls
+    got = out.data.view(np.ndarray)
+    np.testing.assert_allclose(got, ref_gelu(x.view(np.ndarray)), rtol=1e-5, atol=1e-6)
+
+
+def test_the_gelu_block_states_each_rows_passes_over_memory(monkeypatch) -> None:
+    from tinytorch.perf import acceleration
+
+    m, n = 4, 8
+    fake_simd = types.SimpleNamespace(  # the C++ row's own task and wording, without a build
+        fused_bias_gelu=lambda y, bias, out: np.copyto(out, ref_gelu(y + bias)) or out
+    )
+    monkeypatch.setattr(bench_tasks, "_simd", lambda: (fake_simd, "avx2, OpenMP, 2 threads"))
+    replies = {
+        "student unfused_gelu": bench_tasks.student_unfused_gelu(acceleration, m=m, n=n, repeats=1),
+        "student fused_gelu": bench_tasks.student_fused_gelu(acceleration, m=m, n=n, repeats=1),
+        "c++ simd": bench_tasks.simd_fused_gelu(None, m=m, n=n, repeats=1),
+    }
+    problem = profiling.gelu(m, n)
+    rows = [
+        part_b._row(problem, backend, {"status": "ok", "value": value, "wall_s": 60.0})
+        for backend, value in replies.items()
+    ]
+    assert all(r.status == "ok" and r.gbps for r in rows), rows
+    ceilings = profiling.Ceilings({1: 90.0}, {1: 14.0}, "test").to_dict()
+    lines = render_part_b(PartBResult(rows, [], 1.0, [], ceilings)).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(problem.name))
+    block = {line.split()[1]: line for line in lines[start + 1 : start + 4]}
+    assert "9 passes over memory, each into a new array: 8 temporaries" in block["unfused_gelu"]
+    assert "9 in-place passes over memory, 2 buffers" in block["fused_gelu"]
+    assert "C++ fused kernel (avx2, OpenMP, 2 threads): 1 pass over memory" in block["simd"]
+    fusion = lines[lines.index(next(x for x in lines if x.startswith("fusion:"))) :]
+    for backend in replies:
+        assert any(line.startswith(f"  {backend} ") and "passes" in line for line in fusion)

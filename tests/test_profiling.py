@@ -17,6 +17,7 @@ from tinytorch.profiling import (
     gelu,
     gemm,
     interleaved,
+    interleaved_calls,
     measure_ceilings,
     measure_latency,
     measure_peak_memory,
@@ -228,6 +229,24 @@ def test_interleaved_rotates_who_goes_first_and_settles_after_each_sample():
     assert pauses.count(0.25) == 3 and pauses.count(0.001) == 6
     assert out["c"].samples == (4.0, 4.0, 4.0) and out["b"].median == 2.0
     assert isinstance(out["a"], Timing)
+
+
+def test_interleaved_calls_warms_up_then_times_one_call_per_round():
+    order, ticks = [], iter(range(1000))
+
+    def backend(name):
+        return lambda: order.append(name)
+
+    out = interleaved_calls(
+        {"a": backend("a"), "b": backend("b")},
+        rounds=3,
+        warmup=2,
+        sleep=lambda s: None,
+        clock=lambda: float(next(ticks)),
+    )
+    assert order == ["a", "a", "b", "b", "a", "b", "b", "a", "a", "b"]
+    assert [len(t.samples) for t in out.values()] == [3, 3]
+    assert all(s > 0 for t in out.values() for s in t.samples)
 
 
 def test_spread_is_none_below_three_samples_and_zero_when_all_agree():

@@ -121,9 +121,47 @@ def test_a_notebook_without_exported_cells_gets_a_clear_message(kind, tmp_path) 
     assert "has no exported cell" in detail and "Traceback" not in detail
 
 
-def test_the_cli_grades_a_notebook(tmp_path, capsys) -> None:
-    path = write(tmp_path, "ipynb", COURSE.read_text())
+@pytest.mark.parametrize("kind", ["ipynb", "percent"])
+def test_the_cli_grades_a_notebook(kind, tmp_path, capsys) -> None:
+    path = write(tmp_path, kind, COURSE.read_text())
     code = main(["milestone", "run", "07", "--impl", str(path), "--no-part-b"])
     out = capsys.readouterr().out
     assert code == 0, out[-2000:]
     assert "PASS" in out
+
+
+BACKWARD_DEF = "    def backward(self, grad_output):\n"
+RAISES = ("def fused_gelu(x):\n", 'def fused_gelu(x):\n    raise ValueError("boom")\n')
+
+
+def _where(path: Path, needle: str) -> str:
+    """`file:line` of the line holding `needle`, as the student sees it: a notebook names the
+    cell (counting every cell from 1) and the line within it."""
+    if path.suffix == ".ipynb":
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells, start=1):
+            for number, line in enumerate(cell.source.splitlines(), start=1):
+                if needle in line:
+                    return f"{path.name}[cell {index}]:{number}"
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if needle in line:
+            return f"{path.name}:{number}"
+    raise AssertionError(f"{needle!r} is not in {path}")
+
+
+@pytest.mark.parametrize("kind", ["ipynb", "percent"])
+def test_error_locations_point_at_the_students_own_file(kind, tmp_path) -> None:
+    source = COURSE.read_text()
+    stub = "        raise NotImplementedError('later')\n"
+    source = source.replace(*RAISES).replace(BACKWARD_DEF, BACKWARD_DEF + stub)
+    source = source.replace("Im2colConv2dFunction", "Conv")  # a name the grader cannot guess
+    path = write(tmp_path, kind, source)
+    result = run_part_a(str(path), timeout=10.0, cases=["fused_gelu/zeros"])
+    (case,) = result.cases
+    assert case.detail == f"raised ValueError: boom (at {_where(path, 'boom')})"
+    # the stub met at run time is named from the cell's code (else "Im2colConv2dFunction...")
+    assert [m.split("(")[0] for m in result.missing] == ["Conv.backward"]
+
+    broken = write(tmp_path, kind, COURSE.read_text().replace("row = 0\n", "row = = 0\n", 1))
+    result = run_part_a(str(broken), cases=["fused_gelu/zeros"])
+    detail = result.cases[0].detail
+    assert "SyntaxError" in detail and detail.endswith(f"(at {_where(broken, 'row = = 0')})")

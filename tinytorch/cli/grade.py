@@ -101,7 +101,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--impl",
         metavar="MODULE_OR_PATH",
-        help="module name or path to a student's .py file (default: the notebook's parameter)",
+        help=(
+            "module name, or path to a student's .py file, percent file or .ipynb notebook "
+            "(default: the notebook's parameter)"
+        ),
     )
     p.add_argument("--report", metavar="report.json", help="write the JSON report here")
     p.add_argument(

@@ -221,7 +221,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--impl",
         default=DEFAULT_IMPL,
         metavar="MODULE_OR_PATH",
-        help=f"your Module 17: a module name or a path to a .py file (default {DEFAULT_IMPL})",
+        help=(
+            "your Module 17: a module name, a .py file (a jupytext percent file grades its "
+            f"#| export cells), or an .ipynb notebook (default {DEFAULT_IMPL})"
+        ),
     )
     p.add_argument("--json", metavar="PATH", help="also write the result as JSON (for graders)")
     p.add_argument(

@@ -167,7 +167,7 @@ class Exp(Function):
 
     def forward(self, a: np.ndarray) -> np.ndarray:
         out = np.exp(a)
-        self.save_for_backward(out)
+        self.save_for_backward(out.copy())  # out becomes the result's .data, which may be edited
         return out
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
@@ -180,7 +180,7 @@ class Tanh(Function):
 
     def forward(self, a: np.ndarray) -> np.ndarray:
         out = np.tanh(a)
-        self.save_for_backward(out)
+        self.save_for_backward(out.copy())  # out becomes the result's .data, which may be edited
         return out
 
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:

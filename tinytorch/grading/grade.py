@@ -40,14 +40,17 @@ class UsageError(ValueError):
 
 
 def resolve_impl(impl: str, base: Path) -> str:
-    """A module name stays as is; a path (contains a separator or ends in .py) becomes absolute."""
+    """A module name stays as is; a path (contains a separator, or ends in .py or .ipynb: a
+    module, a jupytext percent file or a notebook) becomes absolute."""
     if is_path(impl):
         path = (base / impl).resolve()
         if not path.is_file():
             raise UsageError(f"--impl: no such file {impl!r} (resolved to {path})")
         return str(path)
     if not all(part.isidentifier() for part in impl.split(".")):
-        raise UsageError(f"--impl: {impl!r} is neither a module name nor a path to a .py file")
+        raise UsageError(
+            f"--impl: {impl!r} is neither a module name nor a path to a .py or .ipynb file"
+        )
     return impl
 
 

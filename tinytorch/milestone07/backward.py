@@ -48,7 +48,25 @@ LESSONS = {
         "im2col_conv2d must return the Tensor made by Im2colConv2dFunction.apply(x, weight, bias, "
         "stride=..., padding=...), so that backward() reaches your Function's backward."
     ),
+    "forward": (
+        "im2col_conv2d raised before backward ran, on inputs that require grad (the gate's cases "
+        "pass inputs that do not, and one geometry here has no bias): forward gets the arrays "
+        "from Function.apply and must work whatever requires_grad is. Fix the error named."
+    ),
+    "gradients": (
+        "backward returns one gradient per input of apply, in order, each of its input's shape: "
+        "(grad x (N, C, H, W), grad weight (O, C, kh, kw), grad bias (O,), or None when there is "
+        "no bias)."
+    ),
+    "backward": (
+        "backward raised. From grad_output (N, O, oh, ow): g2 = grad_output as (N*oh*ow, O); "
+        "grad weight = g2.T @ cols reshaped to weight.shape; grad x = col2im(g2 @ W2) with "
+        "W2 = weight as (O, C*kh*kw); grad bias = g2.sum(axis=0). Fix the error named."
+    ),
 }
+# What our autograd says (core/autograd.py:backward_pass) when backward's gradients do not fit.
+_GRADIENTS_MISFIT = ".backward returned"
+
 TITLES = {"x": "grad x", "weight": "grad weight", "bias": "grad bias"}
 
 
@@ -108,14 +126,25 @@ def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> Che
         return CheckResult(NAME, "incomplete", f"{place} is not written yet", "", [FN])
     if status == "raised":
         error = reply.get("error", "")
-        lesson = LESSONS["graph"] if "does not require grad" in error else LESSONS["x"]
-        return CheckResult(NAME, "fail", f"{where}: raised {error}", lesson, [FN])
+        return CheckResult(NAME, "fail", f"{where}: raised {error}", raised_lesson(reply), [FN])
     if status == "not_tensor":
         detail = f"{where}: returned a {reply.get('type')}, expected a Tensor"
         return CheckResult(NAME, "fail", detail, LESSONS["graph"], [FN])
     error = reply.get("error", status)
     return CheckResult(NAME, status if status in ("timeout", "crash") else "error",
                        f"{where}: {error}", "", [FN])  # fmt: skip
+
+
+def raised_lesson(reply: dict[str, Any]) -> str:
+    """The lesson for a call that raised, by where (reply["phase"]) and what it said."""
+    error = str(reply.get("error", ""))
+    if "does not require grad" in error:  # Tensor.backward on a result without a graph
+        return LESSONS["graph"]
+    if reply.get("phase") == "forward":
+        return LESSONS["forward"]
+    if _GRADIENTS_MISFIT in error:  # the wrong number of gradients, or one of the wrong shape
+        return LESSONS["gradients"]
+    return LESSONS["backward"]
 
 
 def _coverage(x_shape: tuple[int, ...], k: int, stride: int, padding: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.milestone07 import contain, wire
+from tinytorch.milestone07 import contain, submission, wire
 from tinytorch.milestone07.contain import ChildLimits
 
 TEXT_CAP = 20000  # characters of any string in a reply (the parent's schema checks it)
@@ -60,7 +60,7 @@ def _stub(exc: BaseException, student_file: str) -> str:
     found, tb = "", exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if student_file and os.path.realpath(code.co_filename) == student_file:
+        if student_file and submission.compiled_in(code, student_file):
             found = _qualname(code, tb.tb_frame)
         tb = tb.tb_next
     return found
@@ -224,7 +224,7 @@ def _origins(module: Any, functions: dict[str, str], student_file: str) -> dict[
         owner = getattr(obj, "__module__", None) or "?"
         if owner == REFERENCE_MODULES[0]:
             out[name] = "reference"
-        elif code is not None and os.path.realpath(code.co_filename) == student_file:
+        elif code is not None and submission.compiled_in(code, student_file):
             out[name] = "student"
         else:
             out[name] = str(owner)

@@ -7,12 +7,18 @@ Runs inside the child process (student code is untrusted); the parent only sees 
 """
 
 from __future__ import annotations
+import __future__
 
+import functools
 import importlib
 import importlib.util
+import inspect
+import linecache
+import operator
 import os
 import sys
 import traceback
+import types
 from types import ModuleType
 from typing import Any
 
@@ -20,6 +26,9 @@ from tinytorch.milestone07 import submission
 from tinytorch.milestone07.cases import FUNCTIONS
 
 DEFAULT_IMPL = "tinytorch.perf.acceleration"
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names)
+)
 
 
 def is_path(impl: str) -> bool:
@@ -44,7 +53,13 @@ def import_impl(impl: str) -> ModuleType:
         module = ModuleType(name)
         module.__file__ = path
         sys.modules[name] = module
-        exec(compile(submission.exported_source(path), path, "exec"), module.__dict__)  # noqa: S102
+        flags = 0  # a cell's `from __future__ import` holds for the cells after it
+        for filename, source in submission.code_units(path):
+            code = compile(source, filename, "exec", flags=flags, dont_inherit=True)
+            flags |= code.co_flags & _FUTURE_FLAGS
+            if filename != path:  # a notebook's cell: tracebacks read its lines from here
+                linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            exec(code, module.__dict__)  # noqa: S102
         return module
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -58,7 +73,8 @@ def import_impl(impl: str) -> ModuleType:
 def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
     """(module or None, info) with info = {"status": "ok" | "not_found" | "import_error" |
     "not_implemented", "error": str, "functions": {name: "ok" | "missing" | "not callable"},
-    "stubs": [places of the graded source that still raise NotImplementedError]}."""
+    "stubs": [places of the graded source that still raise NotImplementedError],
+    "conv_methods": [those stubs that are methods of a class im2col_conv2d uses]}."""
     info: dict[str, Any] = {"status": "ok", "error": "", "functions": {}, "file": ""}
     try:
         module = import_impl(impl)
@@ -83,6 +99,8 @@ def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
         return None, info
     info["file"] = getattr(module, "__file__", "") or ""
     info["stubs"] = _stubs(info["file"])
+    uses = conv_methods(module, info["file"])
+    info["conv_methods"] = [place for place in info["stubs"] if place in uses]
     for name in FUNCTIONS:
         fn = getattr(module, name, None)
         info["functions"][name] = (
@@ -101,6 +119,54 @@ def _stubs(file: str) -> list[str]:
         return stub_places(submission.exported_source(file))
     except (OSError, ImportError):
         return []
+
+
+def conv_methods(module: ModuleType, file: str) -> list[str]:
+    """Qualnames ("Im2colConv2dFunction.backward", "Base.forward") of the methods, written in the
+    student's file, that the classes im2col_conv2d uses resolve to: its Function, whatever its name.
+
+    The classes are those im2col_conv2d names, directly or through the student's own helpers it
+    calls. A method counts as the class resolves it (a base's stub that the class overrides does
+    not). Facts for the grader, which decides what is graded (part_a.graded_places).
+    """
+    if not file:
+        return []
+    try:
+        return sorted(_conv_methods(module, os.path.realpath(file)))
+    except Exception:  # noqa: BLE001 (the student's classes may do anything on attribute access)
+        return []
+
+
+def _conv_methods(module: ModuleType, file: str) -> set[str]:
+    def own(code: Any) -> bool:
+        return isinstance(code, types.CodeType) and submission.compiled_in(code, file)
+
+    fn = getattr(module, "im2col_conv2d", None)
+    classes = [fn.__self__] if isinstance(getattr(fn, "__self__", None), type) else []
+    fn = getattr(fn, "__func__", fn)  # `im2col_conv2d = ConvFunction.apply`: the class is __self__
+    code = getattr(fn, "__code__", None)
+    scope = getattr(fn, "__globals__", None) or vars(module)
+    todo, seen = ([code] if own(code) else []), set()
+    while todo and len(seen) < 256:
+        code = todo.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]  # nested defs
+        for name in code.co_names:
+            obj = scope.get(name)
+            if isinstance(obj, type):
+                classes.append(obj)
+            elif own(getattr(obj, "__code__", None)):  # a helper of the student's it calls
+                todo.append(obj.__code__)
+    places = set()
+    for cls in classes:
+        for name in dir(cls):
+            attr = inspect.getattr_static(cls, name)
+            attr = getattr(attr, "__func__", attr)  # a staticmethod or classmethod
+            if own(getattr(attr, "__code__", None)):
+                places.add(attr.__qualname__)
+    return places
 
 
 def _format(exc: BaseException) -> str:

@@ -354,11 +354,26 @@ def _graded_run(
         )
     for fn, msg in calls.seen.not_implemented.items():  # unwritten for some inputs only
         unwritten.setdefault(fn, f"{fn} raises {msg} on some inputs")
-    missing = _missing_places(unwritten, stub_of, calls.seen.not_implemented, info)
+    places = _missing_places(unwritten, stub_of, calls.seen.not_implemented, info)
+    missing = [
+        f"{TODO[p]} ({why})" if p in TODO else f"{p}(...) ({why})" for p, why in places.items()
+    ]
+    warnings += [
+        f"{place} still raises NotImplementedError; not graded (not a graded function, nor a "
+        "method of the Function class your im2col_conv2d uses), so the run is not INCOMPLETE"
+        for place in info.get("stubs", [])
+        if place not in places
+    ]
     verdict = verdict_of(results + hidden, found, missing)
     done = PartAResult(verdict, who, seed, results, found, missing, 0.0, timeout)
     done.hidden, done.warnings = hidden, warnings
     return done
+
+
+def graded_places(info: dict[str, Any]) -> set[str]:
+    """The places whose stub makes a run INCOMPLETE: the functions and methods of TODO, and the
+    methods of the Function class the student's im2col_conv2d uses (load info "conv_methods")."""
+    return set(TODO) | set(info.get("conv_methods", []))
 
 
 def _missing_places(
@@ -366,9 +381,10 @@ def _missing_places(
     stub_of: dict[str, str],
     not_implemented: dict[str, str],
     info: dict[str, Any],
-) -> list[str]:
-    """One line per unwritten place (`function` or `Class.method`), each starting with its name:
-    graded functions first, then stubs met at run time (a backward), then stubs in the source."""
+) -> dict[str, str]:
+    """{place: why} per unwritten place (`function` or `Class.method`): graded functions first,
+    then stubs met at run time (a backward), then the graded places still stubs in the source.
+    Any other stub in the source (a student's abstract base, an unused helper) is not listed."""
     places: dict[str, str] = {}
     for f in FUNCTIONS:
         if f in unwritten:
@@ -376,9 +392,11 @@ def _missing_places(
     for place, msg in not_implemented.items():
         if place not in FUNCTIONS:
             places.setdefault(place, f"raises {msg}")
+    graded = graded_places(info)
     for place in info.get("stubs", []):
-        places.setdefault(place, "still raises NotImplementedError")
-    return [f"{TODO[p]} ({why})" if p in TODO else f"{p}(...) ({why})" for p, why in places.items()]
+        if place in graded:
+            places.setdefault(place, "still raises NotImplementedError")
+    return places
 
 
 def grid_cases(shapes: Sequence[tuple[int, int, int]], tile_sizes: Sequence[int]) -> list[Case]:

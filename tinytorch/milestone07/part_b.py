@@ -91,6 +91,12 @@ for _child, _env, _status, _group in CHILDREN:  # a typo in a task name fails at
     assert all(t in TASKS for t in _status), _status
 
 
+def task_kwargs(problem: Problem) -> dict[str, int]:
+    """A task's size arguments for `problem`: n for a GEMM (n x n x n), m and n otherwise."""
+    dims = problem.dims
+    return {"n": dims[0]} if problem.kind == "gemm" else {"m": dims[0], "n": dims[1]}
+
+
 def _task(box: Sandbox, name: str, timeout: float, **kwargs: Any) -> dict[str, Any]:
     """Run TASKS[name] in the child; the reply gains "wall_s", the seconds the PARENT saw pass."""
     start = time.perf_counter()
@@ -244,10 +250,8 @@ def run_part_b(
                         if fn is not None and fn in skip_student:
                             replies[(backend, problem.name)] = _skipped(fn)
                             continue
-                        dims = problem.dims
-                        kwargs = {"n": dims[0]} if kind == "gemm" else {"m": dims[0], "n": dims[1]}
                         replies[(backend, problem.name)] = _task(
-                            box, task, timeout, repeats=reps, **kwargs
+                            box, task, timeout, repeats=reps, **task_kwargs(problem)
                         )
         finally:
             box.close()  # killed and reaped before the next child starts

@@ -92,7 +92,7 @@ def _int_list(value: Any, cap: int) -> bool:
 def _load_validator(msg: dict[str, Any], declared: list) -> None:
     allowed = {
         "status", "error", "functions", "origins", "imports_reference", "file", "layers", "stubs",
-        "copies_reference",
+        "copies_reference", "conv_methods",
     }  # fmt: skip
     if declared or not msg.keys() <= allowed or msg.get("status") not in LOAD_STATUSES:
         raise wire.ProtocolError("malformed load info")
@@ -106,7 +106,7 @@ def _load_validator(msg: dict[str, Any], declared: list) -> None:
             raise wire.ProtocolError(f"'{key}' holds something other than short strings")
     if not isinstance(msg.get("imports_reference", False), bool):
         raise wire.ProtocolError("'imports_reference' is not a bool")
-    for key in ("stubs", "copies_reference"):
+    for key in ("stubs", "copies_reference", "conv_methods"):
         items = msg.get(key, [])
         if not (isinstance(items, list) and len(items) <= 64):
             raise wire.ProtocolError(f"'{key}' is not a short list")

@@ -10,11 +10,18 @@ For a notebook or a marked file, the module is the exported code cells only, in 
 other cell (scratch work, tests, timings) is left out and never runs. Reading is data only: no
 cell is executed here. A notebook without an exported cell is a SubmissionError (an ImportError)
 whose message says how to mark one.
+
+Error locations point at the student's own file: a percent file's exported cells keep the lines
+they have in the file (the cells left out become blank lines), and each exported cell of a
+notebook is compiled on its own under the name `acceleration.ipynb[cell k]` (k counts every cell
+of the notebook from 1, markdown cells included), so an error reads `acceleration.ipynb[cell 5]:3`.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import types
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +82,31 @@ def _read_notebook(path: Path) -> Any:
         raise SubmissionError(f"{path.name}: could not be read as a {kind}: {exc}") from None
 
 
-def exported_source(path: str | Path) -> str:
-    """The module source of a submission: the file itself, or its exported cells joined.
+def cell_name(path: str | Path, index: int) -> str:
+    """The file name a notebook's cell is compiled under: `<path>[cell <index>]`."""
+    return f"{path}[cell {index}]"
 
-    Raises SubmissionError when a notebook or marked file has no `#| export` cell.
-    """
-    path = Path(path)
-    text = path.read_text(encoding="utf-8", errors="replace") if path.suffix != ".ipynb" else ""
-    if path.suffix != ".ipynb" and not has_nbdev_markers(text):
-        return text
+
+_CELL = re.compile(r"^(?P<path>.*\.ipynb)\[cell \d+\]$")  # only a notebook has cells
+
+
+def source_path(filename: str) -> str:
+    """The file a code object was compiled from: a notebook cell's name gives the notebook."""
+    match = _CELL.match(filename)
+    return match.group("path") if match else filename
+
+
+def compiled_in(code: types.CodeType, file: str) -> bool:
+    """Whether `code` was compiled from `file` (a real path), or from one of its cells."""
+    return os.path.realpath(source_path(code.co_filename)) == file
+
+
+def _exported_cells(path: Path) -> list[tuple[int, str]]:
+    """(index from 1 among all the notebook's cells, source) of each exported code cell."""
     nb = _read_notebook(path)
     cells = [
-        cell.source
-        for cell in nb.cells
+        (index, cell.source)
+        for index, cell in enumerate(nb.cells, start=1)
         if cell.cell_type == "code" and set(_directives(cell.source)) & set(EXPORT_DIRECTIVES)
     ]
     if not cells:
@@ -95,4 +114,49 @@ def exported_source(path: str | Path) -> str:
             f"{path.name} has no exported cell: mark each code cell that belongs to the module "
             "with a first line `#| export` (nbdev style); only exported cells are graded"
         )
+    return cells
+
+
+def _at_their_lines(text: str, cells: list[str]) -> str:
+    """A percent file's exported cells, each on the lines it has in the file, every other line
+    blank: line N of the module is line N of the file. A cell whose lines the reader changed (a
+    magic it uncommented) is not found; it follows the previous cell, its lines off."""
+    lines, out = text.splitlines(), []
+    for source in cells:
+        block = source.splitlines()
+        start = next(
+            (
+                i
+                for i in range(len(out), len(lines) - len(block) + 1)
+                if lines[i : i + len(block)] == block
+            ),
+            len(out),
+        )
+        out += [""] * (start - len(out)) + block
+    return "\n".join(out) + "\n"
+
+
+def code_units(path: str | Path) -> list[tuple[str, str]]:
+    """(file name, source) pairs that make the module, compiled and run in order: the file itself;
+    a percent file's exported cells at their own lines; a notebook's exported cells, one each,
+    named by `cell_name`. Raises SubmissionError when a notebook or marked file has none."""
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        return [(cell_name(path, index), source) for index, source in _exported_cells(path)]
+    return [(str(path), exported_source(path))]
+
+
+def exported_source(path: str | Path) -> str:
+    """The module source of a submission: the file itself, a percent file's exported cells at
+    their own lines, or a notebook's exported cells joined.
+
+    Raises SubmissionError when a notebook or marked file has no `#| export` cell.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8", errors="replace") if path.suffix != ".ipynb" else ""
+    if path.suffix != ".ipynb" and not has_nbdev_markers(text):
+        return text
+    cells = [source for _index, source in _exported_cells(path)]
+    if path.suffix != ".ipynb":
+        return _at_their_lines(text, cells)
     return "\n\n".join(source.rstrip() + "\n" for source in cells)

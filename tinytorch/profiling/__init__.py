@@ -6,7 +6,14 @@ from tinytorch.profiling.latency import LatencyStats, measure_latency
 from tinytorch.profiling.load import Load, LoadMeter
 from tinytorch.profiling.memory import MemoryStats, measure_peak_memory
 from tinytorch.profiling.problems import Problem, bias_gelu, gelu, gemm, numpy_bias_gelu
-from tinytorch.profiling.timing import NOISY_SPREAD, Timing, interleaved, per_call, spread
+from tinytorch.profiling.timing import (
+    NOISY_SPREAD,
+    Timing,
+    interleaved,
+    interleaved_calls,
+    per_call,
+    spread,
+)
 
 __all__ = [
     "NOISY_SPREAD",
@@ -21,6 +28,7 @@ __all__ = [
     "gelu",
     "gemm",
     "interleaved",
+    "interleaved_calls",
     "measure_ceilings",
     "measure_latency",
     "measure_peak_memory",

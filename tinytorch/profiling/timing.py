@@ -155,3 +155,29 @@ def interleaved(
             samples[name].append(float(fns[name]()))
             sleep(pause.get(name, default_settle))
     return {n: Timing(tuple(s)) for n, s in samples.items()}
+
+
+def interleaved_calls(
+    fns: Mapping[str, Callable[[], Any]],
+    rounds: int,
+    *,
+    warmup: int = 1,
+    settle: Mapping[str, float] | None = None,
+    default_settle: float = 0.005,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = time.perf_counter,
+) -> dict[str, Timing]:
+    """`interleaved` rounds of single calls: `warmup` untimed calls of each fn first, then each
+    round times one call of each (per_call's clock), so sample r of every fn shares round r's load.
+    """
+    warmup = _count(warmup, "interleaved_calls: warmup", 0)
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    one_call = {
+        name: lambda fn=fn: (
+            per_call(fn, warmup=0, min_time=0.0, min_calls=1, max_calls=1, clock=clock).min
+        )
+        for name, fn in fns.items()
+    }
+    return interleaved(one_call, rounds, settle=settle, default_settle=default_settle, sleep=sleep)
