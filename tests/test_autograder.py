@@ -113,6 +113,37 @@ def test_a_crashing_submission_is_graded_not_fatal(autograder_zip: Path, tmp_pat
     assert "crash" in cases[0]["output"].lower() or "SIGSEGV" in cases[0]["output"]
 
 
+# A correct Module 17 whose tiled_matmul then allocates 2 GB, 100 MB at a time, every page touched:
+# without a limit on the student's process the tree would pass Gradescope's 768 MB long before
+# the allocation fails.
+HOG = (
+    BASE.read_text()
+    + """
+
+_HOG = []
+
+
+def tiled_matmul(*args, **kwargs):
+    for _ in range(20):
+        _HOG.append(np.ones(100 << 17))  # 100 MB
+    raise AssertionError("2 GB allocated: no memory limit")
+"""
+)
+
+
+def test_a_memory_bomb_is_a_named_failure_within_the_container(
+    autograder_zip: Path, tmp_path: Path
+) -> None:
+    res = _autograde(autograder_zip, tmp_path, {"acceleration.py": HOG})
+    assert res["extra_data"]["verdict"] == "NOT_PASSED"  # graded, not an ERROR of the grader
+    matmul = [t for t in res["tests"] if t["name"].startswith("tiled_matmul/")]
+    assert matmul and all(t["status"] == "failed" for t in matmul)
+    assert "MemoryError" in matmul[0]["output"], matmul[0]["output"]
+    gelu = next(t for t in res["tests"] if t["name"].startswith("fused_gelu/"))
+    assert gelu["status"] == "passed"  # the other kernels are still graded
+    assert 0 < res["extra_data"]["peak_mb"] < 768  # the whole tree, this process included
+
+
 def test_an_ungradeable_submission_still_gets_results_with_score_0(
     autograder_zip: Path, tmp_path: Path
 ) -> None:

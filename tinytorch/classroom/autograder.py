@@ -32,8 +32,15 @@ from tinytorch.classroom.submissions import find_module
 
 GRADER_USER = "tinytorch-grader"
 VENV = "/opt/tinytorch"
-# Gradescope's default container: 768 MB and half a vCPU; a run that reaches this is stopped.
+# Gradescope's default container: 768 MB and half a vCPU. The whole tree (this process, the
+# milestone run, the student's process) is stopped at TREE_LIMIT_MB, sampled every 50 ms; the
+# student's process cannot even reach that: its address space is capped at CHILD_MEMORY_MB, so a
+# memory bomb is a MemoryError in one case (a named result), not the container's OOM killer.
 TREE_LIMIT_MB = 700.0
+CHILD_MEMORY_MB = 512
+# One BLAS thread: half a vCPU gains nothing from more, and OpenBLAS reserves about 40 MB of
+# address space per thread, sized by the host's CPU count, which would eat CHILD_MEMORY_MB.
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 WALL_LIMIT_S = 480.0  # under Gradescope's default 10 min timeout
 ROOTS = {"gradescope": ("/autograder", "submission"), "prairielearn": ("/grade", "student")}
 _REPO = Path(__file__).resolve().parents[2]
@@ -133,16 +140,18 @@ def grade_platform_submission(
         shutil.copytree(impl.parent, private / "submission")
         copy = private / "submission" / impl.name
         env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
-        env["HOME"] = str(private)
+        env.update(ONE_THREAD, HOME=str(private))
         if drop:
             for p in (private, *private.rglob("*")):
                 os.chown(p, drop["user"], drop["group"])
+        own_mb = psutil.Process().memory_info().rss / 2**20  # the tree's limit counts us too
         doc, _run = grade_submission(
             copy,
             private,
             part_b=part_b,
             wall_timeout=wall_timeout,
-            max_tree_mb=TREE_LIMIT_MB,
+            max_tree_mb=TREE_LIMIT_MB - own_mb,
+            memory_limit_mb=CHILD_MEMORY_MB,
             popen_kwargs=drop,
             env=env,
         )
