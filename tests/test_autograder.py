@@ -89,6 +89,10 @@ def test_a_passing_submission_scores_full_marks(autograder_zip: Path, tmp_path: 
     assert all(t["status"] == "passed" for t in res["tests"])
     assert res["output"].startswith("Milestone 07: PASS")
     assert res["extra_data"]["verdict"] == "PASS"
+    # grading mode, end to end: a fresh secret seed, and the hidden cases shown after the due date
+    assert res["extra_data"]["grading"] is True and res["extra_data"]["seed"] != 0
+    hidden = [t for t in res["tests"] if t["visibility"] == "after_due_date"]
+    assert len(hidden) == 14 and all(t["name"].startswith("hidden/") for t in hidden)
     # Gradescope's default container has 768 MB: the whole tree stays well within it.
     assert 0 < res["extra_data"]["peak_mb"] < 768
     print(f"peak memory of the process tree: {res['extra_data']['peak_mb']} MB")

@@ -32,6 +32,7 @@ STUBS = "".join(f"def {f}(*args):\n    raise NotImplementedError\n\n\n" for f in
 HANG = "".join(f"def {f}(*args, **kwargs):\n    while True:\n        pass\n\n\n" for f in FUNCS)
 # Hidden cases are worth nothing here so the rows do not depend on how many there are.
 POINTS_TOML = "case = 1\ncheck = 2\nhidden_case = 0\n"
+HIDDEN_CASES = 14  # grading mode's hidden cases per run (README "Grading safely")
 
 
 def _near_copy_of_bob() -> str:
@@ -123,11 +124,18 @@ def test_gradebook_rows_are_exact(klass: dict[str, Path]) -> None:
 def test_every_student_has_a_milestone_json(klass: dict[str, Path]) -> None:
     from tinytorch.milestone07 import validate
 
+    graded: list[int] = []
     for student in (*EXPECTED, "erin"):
         doc = json.loads((klass["out"] / "results" / f"{student}.json").read_text())
         if doc.get("cases"):  # graded by the milestone (frank and mia had nothing to grade)
             validate(doc)  # the milestone's own schema
             assert doc["grader"]["returncode"] in (0, 1) and doc["grader"]["killed"] == ""
+            # grading mode, end to end: a fresh secret seed and the hidden cases graded too
+            assert doc["grading"] is True and doc["seed"] != 0, student
+            unloadable = student == "liam"  # a syntax error: nothing to run the hidden cases on
+            assert len(doc["hidden_cases"]) == (0 if unloadable else HIDDEN_CASES), student
+            graded.append(doc["seed"])
+    assert len(graded) == 8 and len(set(graded)) == len(graded)  # a fresh seed per student
     crash = json.loads((klass["out"] / "results" / "carol.json").read_text())
     assert {c["status"] for c in crash["cases"]} == {"crash"}
     hang = json.loads((klass["out"] / "results" / "dave.json").read_text())

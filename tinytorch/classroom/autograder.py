@@ -186,6 +186,8 @@ def run_platform(platform: str, root: str | Path | None = None) -> Path:
         out = gradescope_results(doc, points)
         out["extra_data"] = {
             "verdict": doc["verdict"],
+            "grading": doc.get("grading"),
+            "seed": doc.get("seed"),
             "peak_mb": grader["tree_peak_mb"],
             "seconds": grader["seconds"],
             "user": how,
