@@ -53,6 +53,60 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root(autograder_zip: Path) 
     assert config["points"]["check"] == 3 and config["overrides"] == {"tiling audit": 5}
 
 
+def test_the_zips_package_source_builds_and_imports(autograder_zip: Path, tmp_path: Path) -> None:
+    """What setup.sh installs (tinytorch-src), built and installed apart from this checkout."""
+    with zipfile.ZipFile(autograder_zip) as zf:
+        zf.extractall(tmp_path / "source")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+    subprocess.run([*build, str(tmp_path / "source" / "tinytorch-src")], check=True, timeout=300)
+    (wheel,) = wheels.glob("tinytorch_m07-*.whl")
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, timeout=300)  # fmt: skip
+    # Every tinytorch module must come from the install: one missing from the wheel would
+    # otherwise be found in this checkout (the test venv's editable install).
+    code = f"""
+import json, pathlib, sys
+import tinytorch.classroom.autograder, tinytorch.milestone07, tinytorch.extensions.build as build
+mods = {{n: m.__file__ for n, m in sys.modules.items() if n.startswith("tinytorch") and getattr(m, "__file__", None)}}
+print(json.dumps({{
+    "outside": sorted(n for n, f in mods.items() if not pathlib.Path(f).is_relative_to({str(target)!r})),
+    "cpp": (pathlib.Path(build.__file__).parent / "kernels.cpp").is_file(),
+    "modules": len(mods),
+}}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["outside"] == [] and found["modules"] > 10, found  # the installed copy only
+    assert found["cpp"]  # the C++ source the kernels are compiled from on first use
+
+
+def test_the_zip_is_not_built_without_the_files_setup_sh_installs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tinytorch.classroom import autograder
+
+    fake = tmp_path / "site-packages"  # what a non-editable install holds: the package only
+    (fake / "tinytorch").mkdir(parents=True)
+    (fake / "extensions").mkdir()
+    monkeypatch.setattr(autograder, "_REPO", fake)
+    out = tmp_path / "autograder.zip"
+    assert main(["autograder", "gradescope", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml, README.md not found" in err and "checkout" in err
+    assert not out.exists()
+
+
 def _autograde(zip_path: Path, root: Path, files: dict[str, str]) -> dict:
     """Lay out a Gradescope tree under `root`, run run_autograder, return results.json."""
     (root / "source").mkdir(parents=True)

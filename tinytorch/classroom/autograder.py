@@ -74,6 +74,13 @@ def build_gradescope_zip(
         "points": {"case": points.case, "check": points.check, "hidden_case": points.hidden_case},
         "overrides": points.overrides,
     }
+    missing = [part for part in _SOURCE_PARTS if not (_REPO / part).exists()]
+    if missing:  # e.g. a non-editable install: the package is there, pyproject.toml is not
+        raise FileNotFoundError(
+            f"cannot build the autograder zip: {', '.join(missing)} not found in {_REPO}; "
+            "setup.sh installs the package from that source, so build the zip from a checkout "
+            "of the repository (or an editable install: pip install -e .)"
+        )
     out = Path(out)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
