@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -215,6 +217,80 @@ for p in pathlib.Path({str(out)!r}).rglob("*.json"):
         assert tuple(rows[student][c] for c in _COLS) == tuple(str(v) for v in EXPECTED[student])
         doc = json.loads((out / "results" / f"{student}.json").read_text())
         assert doc["verdict"] == EXPECTED[student][0]
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="needs root: only a root grader gives each concurrent student its own uid; as a normal "
+    "user every student's process runs as that user (README: Grading a class)",
+)
+def test_concurrent_students_cannot_rewrite_each_others_work_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    # The sandboxes' folders go to a temporary folder of this test's own (readable by all, as
+    # /tmp is), so that the hostile student below reaches no one else's grading on this machine.
+    tmp = Path(tempfile.mkdtemp(prefix="tt-concurrent-"))
+    tmp.chmod(0o755)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    # mallory is graded first, beside each victim in turn (--jobs 2): on every import its thread
+    # rewrites every other student's files it can reach: the copies in the sandboxes' workdirs
+    # (what a victim's process imports moments later) and the grader's copies under DIR/.work.
+    # Its functions hang, so it keeps doing that until its wall timeout.
+    hostile = f"""import pathlib, threading, time
+_MINE = pathlib.Path.cwd()
+
+
+def _rewrite():
+    while True:
+        for spot in (pathlib.Path({str(tmp)!r}).glob("tt-sandbox-*/work/*.py"),
+                     pathlib.Path({str(out / ".work")!r}).glob("*/*.py")):
+            for p in spot:
+                try:
+                    if p.parent != _MINE:
+                        p.write_text("raise SystemExit('rewritten by mallory')\\n")
+                except OSError:
+                    pass
+        time.sleep(0.002)
+
+
+threading.Thread(target=_rewrite, daemon=True).start()
+""" + "".join(f"def {f}(*args, **kwargs):\n    time.sleep(60)\n\n\n" for f in FUNCS)
+    (subs / "a_mallory.py").write_text(hostile)
+    victims = ("v1", "v2", "v3")
+    for v in victims:
+        (subs / f"{v}.py").write_text(BASE.read_text())
+    (tmp_path / "points.toml").write_text(POINTS_TOML)
+    argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "2", "--timeout", "1",
+            "--wall-timeout", "30", "--points", str(tmp_path / "points.toml")]  # fmt: skip
+    try:
+        assert main(argv) == 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rows = _rows(out)
+    for v in victims:
+        assert tuple(rows[v][c] for c in _COLS) == tuple(str(x) for x in EXPECTED["alice"]), v
+    mallory = json.loads((out / "results" / "a_mallory.json").read_text())
+    assert mallory["cases"][0]["status"] == "timeout"  # it loaded, and ran its thread
+    uid = {
+        s: json.loads((out / "results" / f"{s}.json").read_text())["isolation"]["uid"]["why"]
+        for s in (*victims, "a_mallory")
+    }
+    assert all(why.startswith("uid ") for why in uid.values()), uid  # each dropped its uid
+    assert all(uid[v] != uid["a_mallory"] for v in victims), uid  # and not to mallory's
+
+
+def test_the_slot_uid_pool_refuses_a_uid_that_is_someones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinytorch.milestone07 import contain
+
+    base, _gid = contain.slot_ids(0)
+    assert contain.slot_ids(3) == (base + 3, base + 3) and base > 65535
+    monkeypatch.setenv(contain.SLOT_UID_BASE_VAR, "0")  # uid 0 is root's
+    assert contain.slot_pool_problem(2) == "uid 0 of the slot pool is the user 'root'"
+    assert "only 1024 uids" in contain.slot_pool_problem(contain.SLOT_UIDS + 1)
 
 
 def test_a_run_past_its_wall_timeout_is_killed_with_its_tree(tmp_path: Path) -> None:

@@ -6,9 +6,13 @@ Layout of the output folder DIR:
     gradebook.csv            one row per student (formats.GRADEBOOK_COLUMNS)
     class_report.html        self-contained; its figures are also figures/*.png
 
-Each student's file is read into memory when the run starts and graded from a fresh private copy,
-and each result is kept in memory once graded: a submission that rewrites files on disk changes
-neither what another student is graded on nor another student's gradebook row.
+Each student's file is read into memory when the run starts and graded from a fresh private copy
+(DIR/.work/<student>, mode 0700), and each result is kept in memory once graded: a submission that
+rewrites files on disk changes neither what another student is graded on nor another student's
+gradebook row. As root, each of the N concurrent grading slots has its own unprivileged uid
+(contain.slot_ids), so the sandboxes' workdirs (mode 0700, owned by the slot's uid) of students
+graded at the same time are closed to each other. As a normal user every student's process runs
+as that user: concurrent students are then not kept from each other's files (README).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import csv
 import hashlib
 import json
 import os
+import queue
 import shutil
 import threading
 from collections.abc import Callable
@@ -29,6 +34,7 @@ from tinytorch.classroom.formats import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.classroom.runner import WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.submissions import Submission, discover, source_text
+from tinytorch.milestone07 import contain
 
 
 def usable_cpus() -> int:
@@ -117,8 +123,10 @@ def grade_class(
     subs = discover(submissions, notebook=notebook)
     out = Path(out)
     results, logs, work = out / "results", out / "logs", out / ".work"
-    for d in (results, logs, work):
+    for d in (results, logs):
         d.mkdir(parents=True, exist_ok=True)
+    work.mkdir(mode=0o700, parents=True, exist_ok=True)
+    work.chmod(0o700)  # the grader's copies: no student's process needs to read them
     run = ClassRun()
     todo: list[tuple[Submission, bytes | None]] = []
     for sub in subs:
@@ -135,6 +143,14 @@ def grade_class(
         on_start(len(subs), len(run.resumed))
     stop = threading.Event()
     digests: dict[str, str] = {}
+    jobs = jobs or usable_cpus()
+    slots: queue.Queue[int] = queue.Queue()
+    for slot in range(jobs):
+        slots.put(slot)
+    own_uids = contain.sandbox_ids() is not None  # root: a uid per slot, when the pool is usable
+    if own_uids and (why := contain.slot_pool_problem(jobs)):
+        own_uids = False
+        run.warnings.append(f"concurrent students share one sandbox uid: {why}")
 
     def one(sub: Submission, blob: bytes | None) -> dict[str, Any]:
         if sub.impl is None or blob is None:
@@ -142,23 +158,28 @@ def grade_class(
             return error_doc(str(sub.entry), "INCOMPLETE", why)
         private = work / sub.student
         shutil.rmtree(private, ignore_errors=True)
-        private.mkdir(parents=True)
+        private.mkdir(mode=0o700, parents=True)
         copy = private / sub.impl.name
         copy.write_bytes(blob)
-        doc, _run = grade_submission(
-            copy,
-            private,
-            part_b=part_b,
-            case_timeout=case_timeout,
-            wall_timeout=wall_timeout,
-            stop=stop,
-            log_path=logs / f"{sub.student}.log",
-        )
+        slot = slots.get()
+        try:
+            doc, _run = grade_submission(
+                copy,
+                private,
+                part_b=part_b,
+                case_timeout=case_timeout,
+                wall_timeout=wall_timeout,
+                stop=stop,
+                log_path=logs / f"{sub.student}.log",
+                env={**os.environ, **contain.slot_env(slot)} if own_uids else None,
+            )
+        finally:
+            slots.put(slot)
         doc["impl"] = str(sub.impl)
         shutil.rmtree(private, ignore_errors=True)
         return doc
 
-    pool = cf.ThreadPoolExecutor(max_workers=jobs or usable_cpus())
+    pool = cf.ThreadPoolExecutor(max_workers=jobs)
     futures = {pool.submit(one, sub, blob): sub for sub, blob in todo}
     pending = set(futures)
     try:
