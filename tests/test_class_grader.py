@@ -183,6 +183,46 @@ def test_resume_skips_what_is_done_and_regrades_a_resubmission(klass: dict[str, 
     assert graded == ["bob"] and run.docs["bob"]["verdict"] == "NOT_PASSED"
 
 
+def test_resume_regrades_when_an_option_that_changes_the_result_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import nbformat
+
+    from tinytorch.classroom.classgrade import _load_done, run_options
+    from tinytorch.classroom.submissions import discover
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("#| export\n" + BASE.read_text())]
+    nbformat.write(nb, str(subs / "frank.ipynb"))
+    graded: list[str] = []
+
+    def grade(**kwargs) -> str:
+        run = grade_class(subs, out, jobs=1, progress=lambda s, d: graded.append(s), **kwargs)
+        return run.docs["frank"]["verdict"]
+
+    assert grade(case_timeout=1.0) == "INCOMPLETE"  # a notebook without --notebook
+    assert grade(case_timeout=1.0, notebook=True) == "PASS"  # regraded, not resumed
+    assert grade(case_timeout=1.0, notebook=True) == "PASS" and len(graded) == 2  # resumed
+    assert grade(case_timeout=2.0, notebook=True) == "PASS" and len(graded) == 3  # new --timeout
+    options = run_options(notebook=True, part_b=False, case_timeout=2.0, wall_timeout=300.0)
+    doc = json.loads((out / "results" / "frank.json").read_text())
+    assert doc["grader"]["options"] == options
+    (sub,) = discover(subs, notebook=True)
+    path = out / "results" / "frank.json"
+    assert _load_done(path, sub, options) is not None
+    assert _load_done(path, sub, {**options, "part_b": True}) is None  # --part-b regrades
+    assert _load_done(path, sub, {**options, "wall_timeout": 60.0}) is None
+    # Points change no result: the resumed doc is scored with the new points file.
+    (tmp_path / "points.toml").write_text("case = 3\ncheck = 0\nhidden_case = 0\n")
+    argv = ["grade-class", str(subs), "--out", str(out), "--notebook", "--timeout", "2",
+            "--jobs", "1", "--points", str(tmp_path / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    assert "grading 0 of 1 submissions" in capsys.readouterr().out
+    assert (_rows(out)["frank"]["score"], _rows(out)["frank"]["max_score"]) == ("90", "90")
+
+
 def test_a_hostile_submission_does_not_change_another_students_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

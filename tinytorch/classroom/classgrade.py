@@ -84,8 +84,24 @@ def write_gradebook(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def _load_done(path: Path, sub: Submission) -> dict[str, Any] | None:
-    """A previous result that is newer than the submission, if it reads back."""
+def run_options(
+    *, notebook: bool, part_b: bool, case_timeout: float | None, wall_timeout: float
+) -> dict[str, Any]:
+    """The options that change a student's result, stored in its doc["grader"]["options"].
+
+    Points are not among them: the gradebook scores every doc, resumed or not, with this run's
+    points (formats.gradebook_row), so a new points file needs no regrading."""
+    return {
+        "notebook": bool(notebook),
+        "part_b": bool(part_b),
+        "timeout": case_timeout,
+        "wall_timeout": wall_timeout,
+    }
+
+
+def _load_done(path: Path, sub: Submission, options: dict[str, Any]) -> dict[str, Any] | None:
+    """A previous result that is newer than the submission and was graded with the same
+    options, if it reads back."""
     try:
         if path.stat().st_mtime <= sub.mtime():
             return None
@@ -93,7 +109,10 @@ def _load_done(path: Path, sub: Submission) -> dict[str, Any] | None:
             doc = json.load(fh)
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) and "verdict" in doc else None
+    if not (isinstance(doc, dict) and "verdict" in doc):
+        return None
+    grader = doc.get("grader")
+    return doc if isinstance(grader, dict) and grader.get("options") == options else None
 
 
 def _snapshot(sub: Submission) -> bytes | None:
@@ -128,12 +147,15 @@ def grade_class(
     work.mkdir(mode=0o700, parents=True, exist_ok=True)
     work.chmod(0o700)  # the grader's copies: no student's process needs to read them
     run = ClassRun()
+    options = run_options(
+        notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
+    )
     todo: list[tuple[Submission, bytes | None]] = []
     for sub in subs:
         blob = _snapshot(sub)  # what this student is graded on and compared by, read once
         if blob is not None:
             run.sources[sub.student] = _source(sub, blob)
-        done = None if force else _load_done(results / f"{sub.student}.json", sub)
+        done = None if force else _load_done(results / f"{sub.student}.json", sub, options)
         if done is not None:
             run.docs[sub.student] = done
             run.resumed.append(sub.student)
@@ -190,6 +212,7 @@ def grade_class(
                 doc = fut.result()
                 if (doc.get("grader") or {}).get("killed") == "interrupted":
                     continue
+                doc.setdefault("grader", {})["options"] = options
                 run.docs[sub.student] = doc
                 path = results / f"{sub.student}.json"
                 _write_json(path, doc)
