@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tinytorch.classroom.classgrade import grade_class
+from tinytorch.classroom.classgrade import Tally, grade_class
 from tinytorch.classroom.runner import run_tree
 from tinytorch.classroom.scoring import load_points
 from tinytorch.classroom.similarity import REFERENCE, similarity_flags
@@ -158,18 +158,22 @@ def test_report_figures_exist_and_are_not_empty(klass: dict[str, Path]) -> None:
 
 
 def test_resume_skips_what_is_done_and_regrades_a_resubmission(klass: dict[str, Path]) -> None:
-    seen: dict[str, int] = {}
-    graded: list[str] = []
+    started: list[tuple[int, int, int]] = []
+    graded: list[tuple[str, int, int]] = []  # (student, done, passes) as the bar shows them
 
-    def on_start(total: int, resumed: int) -> None:
-        seen.update(total=total, resumed=resumed)
+    def on_start(t: Tally) -> None:
+        started.append((t.total, t.done, t.passes))
 
-    kwargs = {"jobs": 2, "case_timeout": 1.0, "on_start": on_start}
-    grade_class(klass["subs"], klass["out"], progress=lambda s, d: graded.append(s), **kwargs)
-    assert seen == {"total": 10, "resumed": 10} and graded == []
+    def progress(student: str, doc: dict, t: Tally) -> None:
+        graded.append((student, t.done, t.passes))
+
+    kwargs = {"jobs": 2, "case_timeout": 1.0, "on_start": on_start, "progress": progress}
+    grade_class(klass["subs"], klass["out"], **kwargs)
+    assert started == [(10, 10, 2)] and graded == []  # alice's and heidi's resumed PASSes count
     (klass["subs"] / "bob.py").write_text(BOB.read_text() + "\n# resubmitted\n")
-    run = grade_class(klass["subs"], klass["out"], progress=lambda s, d: graded.append(s), **kwargs)
-    assert graded == ["bob"] and run.docs["bob"]["verdict"] == "NOT_PASSED"
+    run = grade_class(klass["subs"], klass["out"], **kwargs)
+    assert started[1] == (10, 9, 2) and graded == [("bob", 10, 2)]
+    assert run.docs["bob"]["verdict"] == "NOT_PASSED"
 
 
 def test_resume_regrades_when_an_option_that_changes_the_result_differs(
@@ -188,7 +192,7 @@ def test_resume_regrades_when_an_option_that_changes_the_result_differs(
     graded: list[str] = []
 
     def grade(**kwargs) -> str:
-        run = grade_class(subs, out, jobs=1, progress=lambda s, d: graded.append(s), **kwargs)
+        run = grade_class(subs, out, jobs=1, progress=lambda s, d, t: graded.append(s), **kwargs)
         return run.docs["frank"]["verdict"]
 
     assert grade(case_timeout=1.0) == "INCOMPLETE"  # a notebook without --notebook

@@ -46,6 +46,19 @@ def usable_cpus() -> int:
 
 
 @dataclass
+class Tally:
+    """What the progress bar shows: students done (resumed ones included) and PASSes among them."""
+
+    total: int
+    done: int = 0
+    passes: int = 0
+
+    def add(self, doc: dict[str, Any]) -> None:
+        self.done += 1
+        self.passes += doc.get("verdict") == "PASS"
+
+
+@dataclass
 class ClassRun:
     """What a class run did: every student's doc, in student order, and what was skipped."""
 
@@ -132,12 +145,13 @@ def grade_class(
     force: bool = False,
     case_timeout: float | None = None,
     wall_timeout: float = WALL_TIMEOUT_S,
-    progress: Callable[[str, dict[str, Any]], None] | None = None,
-    on_start: Callable[[int, int], None] | None = None,
+    progress: Callable[[str, dict[str, Any], Tally], None] | None = None,
+    on_start: Callable[[Tally], None] | None = None,
 ) -> ClassRun:
     """Grade every entry of `submissions` into `out`; Ctrl-C stops and keeps what is done.
 
-    `on_start(total, resumed)` is called once, then `progress(student, doc)` per graded student.
+    `on_start(tally)` is called once (tally.done: the students resumed, tally.passes: their
+    PASSes), then `progress(student, doc, tally)` per graded student, the tally updated.
     """
     subs = discover(submissions, notebook=notebook)
     out = Path(out)
@@ -161,8 +175,11 @@ def grade_class(
             run.resumed.append(sub.student)
         else:
             todo.append((sub, blob))
+    tally = Tally(len(subs))
+    for doc in run.docs.values():  # the resumed students count as done, their PASSes as passes
+        tally.add(doc)
     if on_start:
-        on_start(len(subs), len(run.resumed))
+        on_start(tally)
     stop = threading.Event()
     digests: dict[str, str] = {}
     jobs = jobs or usable_cpus()
@@ -217,8 +234,9 @@ def grade_class(
                 path = results / f"{sub.student}.json"
                 _write_json(path, doc)
                 digests[sub.student] = _digest(path)
+                tally.add(doc)
                 if progress:
-                    progress(sub.student, doc)
+                    progress(sub.student, doc, tally)
     except KeyboardInterrupt:
         run.interrupted = True
         stop.set()

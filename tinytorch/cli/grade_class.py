@@ -32,7 +32,7 @@ def _positive(kind: type):
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from tinytorch.classroom.classgrade import grade_class, usable_cpus, write_gradebook
+    from tinytorch.classroom.classgrade import Tally, grade_class, usable_cpus, write_gradebook
     from tinytorch.classroom.report import write_report
     from tinytorch.classroom.scoring import load_points
     from tinytorch.classroom.similarity import similarity_flags
@@ -46,17 +46,15 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     jobs = args.jobs or usable_cpus()
     bar: dict[str, Any] = {}
-    passes = [0]
 
-    def on_start(total: int, resumed: int) -> None:
-        passes[0] = 0
-        print(f"grading {total - resumed} of {total} submissions with {jobs} jobs "
-              f"({resumed} already graded; --force regrades them)", flush=True)  # fmt: skip
-        bar["tqdm"] = tqdm(total=total, initial=resumed, unit="student", file=sys.stderr)
+    def on_start(tally: Tally) -> None:
+        print(f"grading {tally.total - tally.done} of {tally.total} submissions with {jobs} jobs "
+              f"({tally.done} already graded; --force regrades them)", flush=True)  # fmt: skip
+        bar["tqdm"] = tqdm(total=tally.total, initial=tally.done, unit="student", file=sys.stderr)
+        bar["tqdm"].set_postfix_str(f"passes {tally.passes}")
 
-    def progress(student: str, doc: dict[str, Any]) -> None:
-        passes[0] += doc["verdict"] == "PASS"
-        bar["tqdm"].set_postfix_str(f"passes {passes[0]}, last {student}: {doc['verdict']}")
+    def progress(student: str, doc: dict[str, Any], tally: Tally) -> None:
+        bar["tqdm"].set_postfix_str(f"passes {tally.passes}, last {student}: {doc['verdict']}")
         bar["tqdm"].update(1)
 
     try:
