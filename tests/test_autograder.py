@@ -225,14 +225,42 @@ def test_prairielearn_entry_point_writes_valid_results(tmp_path: Path) -> None:
     assert sum(t["max_points"] for t in published) == 30 + 14
 
 
-def test_milestone_run_format_prairielearn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["crash", "no file"])
+def test_prairielearn_entry_point_on_a_crash_and_on_no_file(tmp_path: Path, kind: str) -> None:
+    files = {"acceleration.py": CRASH} if kind == "crash" else {"notes.txt": "out of time"}
+    for name, text in files.items():
+        (tmp_path / "student" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "student" / name).write_text(text)
+    (tmp_path / "tests").mkdir()  # where PrairieLearn puts the question's tests/ folder
+    (tmp_path / "tests" / "points.toml").write_text("case = 2\ncheck = 1\nhidden_case = 0\n")
+    argv = ["autograder", "run", "prairielearn", "--root", str(tmp_path),
+            "--points", str(tmp_path / "tests" / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    res = json.loads((tmp_path / "results" / "results.json").read_text())
+    validate_prairielearn(res)
+    if kind == "crash":  # graded: every case fails, worth the points file's 2 each
+        assert res["gradable"] is True and res["score"] == pytest.approx(1 / (60 + 7), abs=1e-6)
+        cases = [t for t in res["tests"] if "/" in t["name"] and t["name"] != "hidden cases"]
+        assert len(cases) == 30 and {(t["points"], t["max_points"]) for t in cases} == {(0, 2)}
+        assert "crash" in cases[0]["message"].lower() or "SIGSEGV" in cases[0]["message"]
+    else:  # nothing to grade: not gradable (no attempt used), and the message says why
+        why = "no acceleration.py, a .py file or a notebook in the folder"
+        assert res["gradable"] is False and res["message"] == f"Not graded: {why}"
+        assert res["format_errors"] == [why]
+
+
+def test_milestone_run_format_prairielearn(tmp_path: Path, capsys) -> None:
     out = tmp_path / "pl.json"
+    (tmp_path / "points.json").write_text(json.dumps({"case": 2, "check": 0, "hidden_case": 0}))
     argv = ["milestone", "run", "07", "--impl", str(BASE), "--no-part-b", "--json", str(out),
-            "--format", "prairielearn"]  # fmt: skip
+            "--format", "prairielearn", "--points", str(tmp_path / "points.json")]  # fmt: skip
     assert main(argv) == 0
     res = json.loads(out.read_text())
     validate_prairielearn(res)
     assert res["score"] == 1.0 and res["gradable"] is True and len(res["tests"]) == 36
+    assert sum(t["max_points"] for t in res["tests"]) == 30 * 2  # the points file's
+    assert main([*argv[:-4], "--points", str(tmp_path / "points.json")]) == 2  # not with json
+    assert "--points goes with --format prairielearn" in capsys.readouterr().err
 
 
 def _doc(**extra) -> dict:

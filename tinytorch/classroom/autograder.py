@@ -169,8 +169,13 @@ def grade_platform_submission(
         shutil.rmtree(private, ignore_errors=True)
 
 
-def run_platform(platform: str, root: str | Path | None = None) -> Path:
-    """Grade ROOT's submission and write ROOT/results/results.json; never raises for a student."""
+def run_platform(
+    platform: str, root: str | Path | None = None, *, points_file: str | Path | None = None
+) -> Path:
+    """Grade ROOT's submission and write ROOT/results/results.json; never raises for a student.
+
+    points_file (e.g. PrairieLearn's /grade/tests/points.toml) overrides ROOT/source/config.json's
+    points; a bad one is a grader error (results.json says so, not gradable)."""
     if platform not in ROOTS:
         raise ValueError(f"platform must be one of {sorted(ROOTS)}, got {platform!r}")
     default_root, sub_dir = ROOTS[platform]
@@ -181,6 +186,8 @@ def run_platform(platform: str, root: str | Path | None = None) -> Path:
     how = ""
     try:
         points, part_b = _config(root)
+        if points_file is not None:
+            points = load_points(points_file)
         doc, how = grade_platform_submission(root / sub_dir, part_b=part_b)
     except Exception as exc:  # noqa: BLE001 - any grader failure still yields results.json
         traceback.print_exc()

@@ -171,7 +171,9 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
                 "output": "",
             }
         )
-    gradable = doc["verdict"] != "ERROR"
+    # Not gradable (PrairieLearn: no points awarded or lost, no attempt used): the grader broke
+    # (ERROR), or there was nothing to grade (no file found: an INCOMPLETE doc with no items).
+    gradable = doc["verdict"] != "ERROR" and bool(items)
     out: dict[str, Any] = {
         "gradable": gradable,
         "score": round(earned / possible, 6) if possible else 0.0,
@@ -180,5 +182,8 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
         "tests": tests,
     }
     if not gradable:
-        out["message"] = f"Not graded: {doc.get('error') or 'internal grader error'}"
+        why = doc.get("error") or "; ".join(doc.get("missing", [])) or "internal grader error"
+        out["message"] = f"Not graded: {why}"
+        if doc["verdict"] != "ERROR":  # the submission's fault, not the grader's
+            out["format_errors"] = [why]
     return out
