@@ -141,12 +141,14 @@ def test_a_passing_submission_scores_full_marks(autograder_zip: Path, tmp_path: 
     assert sum(t["max_score"] for t in published) == 30 + 6 * 3 + 5
     assert res["score"] == sum(t["max_score"] for t in res["tests"])
     assert all(t["status"] == "passed" for t in res["tests"])
-    assert res["output"].startswith("Milestone 07: PASS")
+    assert res["output"].startswith("Milestone 07: published cases and checks 53/53 points")
+    verdict = next(t for t in res["tests"] if t["name"] == "verdict (hidden cases included)")
+    assert verdict["output"].startswith("Milestone 07: PASS")
     assert res["extra_data"]["verdict"] == "PASS"
     # grading mode, end to end: a fresh secret seed, and the hidden cases shown after the due date
     assert res["extra_data"]["grading"] is True and res["extra_data"]["seed"] != 0
-    hidden = [t for t in res["tests"] if t["visibility"] == "after_due_date"]
-    assert len(hidden) == 14 and all(t["name"].startswith("hidden/") for t in hidden)
+    hidden = [t for t in res["tests"] if t["name"].startswith("hidden/")]
+    assert len(hidden) == 14 and all(t["visibility"] == "after_due_date" for t in hidden)
     # Gradescope's default container has 768 MB: the whole tree stays well within it.
     assert 0 < res["extra_data"]["peak_mb"] < 768
     print(f"peak memory of the process tree: {res['extra_data']['peak_mb']} MB")
@@ -160,7 +162,10 @@ def test_a_failing_submission_in_a_folder_names_the_failures(
     assert "tiled_matmul/k1/tile7" in failed and "tiled_matmul/multiple/tile7" not in failed
     k1 = next(t for t in res["tests"] if t["name"] == "tiled_matmul/k1/tile7")
     assert k1["score"] == 0 and k1["max_score"] == 1 and "lesson:" in k1["output"]
-    assert res["output"].startswith("Milestone 07: NOT PASSED")
+    assert res["output"].startswith("Milestone 07: published cases and checks")
+    verdict = next(t for t in res["tests"] if t["name"] == "verdict (hidden cases included)")
+    assert verdict["status"] == "failed" and verdict["visibility"] == "after_due_date"
+    assert verdict["output"].startswith("Milestone 07: NOT PASSED")
 
 
 def test_a_crashing_submission_is_graded_not_fatal(autograder_zip: Path, tmp_path: Path) -> None:
@@ -284,6 +289,15 @@ def test_hidden_cases_are_after_due_date_and_withheld_from_the_summary() -> None
     assert by_name["tiled_matmul/k1/tile7"]["visibility"] == "visible"
     assert "off by 2" not in res["output"] and "after the due date" in res["output"]
     assert (res["score"], by_name["deeper check: tiling audit"]["max_score"]) == (1, 2)
+    # Gradescope hides the score (1 of 4, the hidden case included) before the due date; the
+    # summary shown at once gives neither it nor the verdict: the published points only.
+    first = res["output"].splitlines()[0]
+    assert first.startswith("Milestone 07: published cases and checks 1/3 points")
+    assert "NOT PASSED" not in res["output"] and "/4" not in res["output"]
+    verdict = by_name["verdict (hidden cases included)"]
+    assert verdict["visibility"] == "after_due_date" and verdict["max_score"] == 0
+    assert verdict["output"].startswith("Milestone 07: NOT PASSED  (1/4 points)")
+    assert "off by 2" in verdict["output"]  # the hidden case's details, after the due date
 
 
 def test_the_leaderboard_is_the_students_gflops_at_1024() -> None:
