@@ -157,6 +157,20 @@ def test_report_figures_exist_and_are_not_empty(klass: dict[str, Path]) -> None:
     assert "Most common lessons" in page and "The result leaves out the ragged last k-tile" in page
 
 
+def test_the_report_shows_the_best_flags_side_by_side_and_says_how_many() -> None:
+    from tinytorch.classroom.report import SIDE_BY_SIDE_MAX, similarity_html
+    from tinytorch.classroom.similarity import Flag
+
+    assert SIDE_BY_SIDE_MAX == 20
+    flags = [Flag(f"s{i:02d}", f"t{i:02d}", 1.0 - i / 1000) for i in range(SIDE_BY_SIDE_MAX + 5)]
+    page = similarity_html(flags, {f.a: "x = 1\n" for f in flags}, "y = 2\n")
+    assert page.count('class="sbs"') == SIDE_BY_SIDE_MAX and page.count("<tr>") == 1 + len(flags)
+    assert f"the {SIDE_BY_SIDE_MAX} best-scoring are shown side by side" in page
+    assert "5 more flags are listed above only" in page
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"the {SIDE_BY_SIDE_MAX} best-scoring flags with the two files side by side" in readme
+
+
 def test_resume_skips_what_is_done_and_regrades_a_resubmission(klass: dict[str, Path]) -> None:
     started: list[tuple[int, int, int]] = []
     graded: list[tuple[str, int, int]] = []  # (student, done, passes) as the bar shows them
