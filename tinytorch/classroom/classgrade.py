@@ -25,6 +25,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,6 +252,51 @@ def grade_class(
             run.warnings.append(f"results/{student}.json was changed during the run; restored")
     shutil.rmtree(work, ignore_errors=True)
     return run
+
+
+@dataclass
+class ClassReport:
+    """A class run with its outputs written: gradebook, similarity flags, report, and the seconds
+    each phase took (grading, similarity, report)."""
+
+    run: ClassRun
+    rows: list[dict[str, Any]]
+    flags: list[Any]  # similarity.Flag, best first
+    report: Path
+    notes: list[str]
+    phases: dict[str, float]
+
+
+def grade_and_report(
+    submissions: str | Path, out: str | Path, *, points: Points, part_b: bool = False, **kwargs: Any
+) -> ClassReport:
+    """`tito grade-class`: grade_class(**kwargs), then gradebook.csv, the similarity flags and
+    class_report.html, timing each phase."""
+    from tinytorch.classroom.report import write_report
+    from tinytorch.classroom.similarity import similarity_flags
+    from tinytorch.release import make_student_source, reference_path
+
+    out = Path(out)
+    start = time.perf_counter()
+    run = grade_class(submissions, out, part_b=part_b, **kwargs)
+    graded = time.perf_counter()
+    reference = reference_path(17).read_text(encoding="utf-8")
+    flags = similarity_flags(run.sources, reference, make_student_source(reference))
+    compared = time.perf_counter()
+    rows = run.rows(points)
+    write_gradebook(out / "gradebook.csv", rows)
+    notes = list(run.warnings)
+    if run.interrupted:
+        notes.append("interrupted: students not yet graded are missing from this report")
+    report = write_report(
+        out, run.docs, rows, flags, run.sources, reference, part_b=part_b, notes=notes
+    )
+    phases = {
+        "grading": graded - start,
+        "similarity": compared - graded,
+        "report": time.perf_counter() - compared,
+    }
+    return ClassReport(run, rows, flags, report, notes, phases)
 
 
 def _source(sub: Submission, blob: bytes) -> str:
