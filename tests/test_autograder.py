@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tinytorch.classroom.autograder import run_zip_locally
 from tinytorch.classroom.formats import gradescope_results, prairielearn_results
 from tinytorch.classroom.platform_schemas import validate_gradescope, validate_prairielearn
 from tinytorch.classroom.scoring import Points
@@ -109,24 +110,7 @@ def test_the_zip_is_not_built_without_the_files_setup_sh_installs(
 
 def _autograde(zip_path: Path, root: Path, files: dict[str, str]) -> dict:
     """Lay out a Gradescope tree under `root`, run run_autograder, return results.json."""
-    (root / "source").mkdir(parents=True)
-    with zipfile.ZipFile(zip_path) as zf:
-        zf.extractall(root / "source")
-    sub = root / "submission"
-    sub.mkdir()
-    for name, text in files.items():
-        (sub / name).parent.mkdir(parents=True, exist_ok=True)
-        (sub / name).write_text(text)
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "TINYTORCH_PYTHON": sys.executable}
-    done = subprocess.run(
-        ["bash", str(root / "source" / "run_autograder")],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=root,
-    )
+    done = run_zip_locally(zip_path, root, files, timeout=300)
     assert done.returncode == 0, done.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     validate_gradescope(results)

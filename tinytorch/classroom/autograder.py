@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,6 +97,40 @@ def build_gradescope_zip(
                 if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".so", ".o"):
                     zf.write(f, f"tinytorch-src/{f.relative_to(_REPO)}")
     return out
+
+
+def run_zip_locally(
+    zip_path: str | Path,
+    root: str | Path,
+    files: dict[str, str],
+    *,
+    prefix: tuple[str, ...] = (),
+    timeout: float = 900.0,
+) -> subprocess.CompletedProcess:
+    """Run an autograder zip as Gradescope would, on a tree of our own (the tests, the benchmark).
+
+    ROOT/source is the unzipped zip, ROOT/submission holds `files` (name -> text), and
+    `[*prefix, bash, ROOT/source/run_autograder]` runs with AUTOGRADER_ROOT=ROOT and this
+    interpreter (TINYTORCH_PYTHON). Its results are ROOT/results/results.json.
+    """
+    root = Path(root)
+    (root / "source").mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(root / "source")
+    for name, text in files.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_text(text, encoding="utf-8")
+    (root / "submission").mkdir(exist_ok=True)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "TINYTORCH_PYTHON": sys.executable}
+    return subprocess.run(
+        [*prefix, "bash", str(root / "source" / "run_autograder")],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _config(root: Path) -> tuple[Points, bool]:
