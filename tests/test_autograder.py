@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tinytorch.classroom.autograder import run_zip_locally
 from tinytorch.classroom.formats import gradescope_results, prairielearn_results
 from tinytorch.classroom.platform_schemas import validate_gradescope, validate_prairielearn
 from tinytorch.classroom.scoring import Points
@@ -53,26 +54,63 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root(autograder_zip: Path) 
     assert config["points"]["check"] == 3 and config["overrides"] == {"tiling audit": 5}
 
 
-def _autograde(zip_path: Path, root: Path, files: dict[str, str]) -> dict:
-    """Lay out a Gradescope tree under `root`, run run_autograder, return results.json."""
-    (root / "source").mkdir(parents=True)
-    with zipfile.ZipFile(zip_path) as zf:
-        zf.extractall(root / "source")
-    sub = root / "submission"
-    sub.mkdir()
-    for name, text in files.items():
-        (sub / name).parent.mkdir(parents=True, exist_ok=True)
-        (sub / name).write_text(text)
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "TINYTORCH_PYTHON": sys.executable}
+def test_the_zips_package_source_builds_and_imports(autograder_zip: Path, tmp_path: Path) -> None:
+    """What setup.sh installs (tinytorch-src), built and installed apart from this checkout."""
+    with zipfile.ZipFile(autograder_zip) as zf:
+        zf.extractall(tmp_path / "source")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+    subprocess.run([*build, str(tmp_path / "source" / "tinytorch-src")], check=True, timeout=300)
+    (wheel,) = wheels.glob("tinytorch_m07-*.whl")
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, timeout=300)  # fmt: skip
+    # Every tinytorch module must come from the install: one missing from the wheel would
+    # otherwise be found in this checkout (the test venv's editable install).
+    code = f"""
+import json, pathlib, sys
+import tinytorch.classroom.autograder, tinytorch.milestone07, tinytorch.extensions.build as build
+mods = {{n: m.__file__ for n, m in sys.modules.items() if n.startswith("tinytorch") and getattr(m, "__file__", None)}}
+print(json.dumps({{
+    "outside": sorted(n for n, f in mods.items() if not pathlib.Path(f).is_relative_to({str(target)!r})),
+    "cpp": (pathlib.Path(build.__file__).parent / "kernels.cpp").is_file(),
+    "modules": len(mods),
+}}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(target)}
     done = subprocess.run(
-        ["bash", str(root / "source" / "run_autograder")],
+        [sys.executable, "-c", code],
         check=False,
         env=env,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=300,
-        cwd=root,
+        timeout=120,
     )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["outside"] == [] and found["modules"] > 10, found  # the installed copy only
+    assert found["cpp"]  # the C++ source the kernels are compiled from on first use
+
+
+def test_the_zip_is_not_built_without_the_files_setup_sh_installs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tinytorch.classroom import autograder
+
+    fake = tmp_path / "site-packages"  # what a non-editable install holds: the package only
+    (fake / "tinytorch").mkdir(parents=True)
+    (fake / "extensions").mkdir()
+    monkeypatch.setattr(autograder, "_REPO", fake)
+    out = tmp_path / "autograder.zip"
+    assert main(["autograder", "gradescope", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml, README.md not found" in err and "checkout" in err
+    assert not out.exists()
+
+
+def _autograde(zip_path: Path, root: Path, files: dict[str, str]) -> dict:
+    """Lay out a Gradescope tree under `root`, run run_autograder, return results.json."""
+    done = run_zip_locally(zip_path, root, files, timeout=300)
     assert done.returncode == 0, done.stderr
     results = json.loads((root / "results" / "results.json").read_text())
     validate_gradescope(results)
@@ -87,8 +125,14 @@ def test_a_passing_submission_scores_full_marks(autograder_zip: Path, tmp_path: 
     assert sum(t["max_score"] for t in published) == 30 + 6 * 3 + 5
     assert res["score"] == sum(t["max_score"] for t in res["tests"])
     assert all(t["status"] == "passed" for t in res["tests"])
-    assert res["output"].startswith("Milestone 07: PASS")
+    assert res["output"].startswith("Milestone 07: published cases and checks 53/53 points")
+    verdict = next(t for t in res["tests"] if t["name"] == "verdict (hidden cases included)")
+    assert verdict["output"].startswith("Milestone 07: PASS")
     assert res["extra_data"]["verdict"] == "PASS"
+    # grading mode, end to end: a fresh secret seed, and the hidden cases shown after the due date
+    assert res["extra_data"]["grading"] is True and res["extra_data"]["seed"] != 0
+    hidden = [t for t in res["tests"] if t["name"].startswith("hidden/")]
+    assert len(hidden) == 14 and all(t["visibility"] == "after_due_date" for t in hidden)
     # Gradescope's default container has 768 MB: the whole tree stays well within it.
     assert 0 < res["extra_data"]["peak_mb"] < 768
     print(f"peak memory of the process tree: {res['extra_data']['peak_mb']} MB")
@@ -102,7 +146,10 @@ def test_a_failing_submission_in_a_folder_names_the_failures(
     assert "tiled_matmul/k1/tile7" in failed and "tiled_matmul/multiple/tile7" not in failed
     k1 = next(t for t in res["tests"] if t["name"] == "tiled_matmul/k1/tile7")
     assert k1["score"] == 0 and k1["max_score"] == 1 and "lesson:" in k1["output"]
-    assert res["output"].startswith("Milestone 07: NOT PASSED")
+    assert res["output"].startswith("Milestone 07: published cases and checks")
+    verdict = next(t for t in res["tests"] if t["name"] == "verdict (hidden cases included)")
+    assert verdict["status"] == "failed" and verdict["visibility"] == "after_due_date"
+    assert verdict["output"].startswith("Milestone 07: NOT PASSED")
 
 
 def test_a_crashing_submission_is_graded_not_fatal(autograder_zip: Path, tmp_path: Path) -> None:
@@ -111,6 +158,37 @@ def test_a_crashing_submission_is_graded_not_fatal(autograder_zip: Path, tmp_pat
     assert len(cases) == 30 and all(t["status"] == "failed" for t in cases)
     assert all(t["score"] == 0 for t in cases)
     assert "crash" in cases[0]["output"].lower() or "SIGSEGV" in cases[0]["output"]
+
+
+# A correct Module 17 whose tiled_matmul then allocates 2 GB, 100 MB at a time, every page touched:
+# without a limit on the student's process the tree would pass Gradescope's 768 MB long before
+# the allocation fails.
+HOG = (
+    BASE.read_text()
+    + """
+
+_HOG = []
+
+
+def tiled_matmul(*args, **kwargs):
+    for _ in range(20):
+        _HOG.append(np.ones(100 << 17))  # 100 MB
+    raise AssertionError("2 GB allocated: no memory limit")
+"""
+)
+
+
+def test_a_memory_bomb_is_a_named_failure_within_the_container(
+    autograder_zip: Path, tmp_path: Path
+) -> None:
+    res = _autograde(autograder_zip, tmp_path, {"acceleration.py": HOG})
+    assert res["extra_data"]["verdict"] == "NOT_PASSED"  # graded, not an ERROR of the grader
+    matmul = [t for t in res["tests"] if t["name"].startswith("tiled_matmul/")]
+    assert matmul and all(t["status"] == "failed" for t in matmul)
+    assert "MemoryError" in matmul[0]["output"], matmul[0]["output"]
+    gelu = next(t for t in res["tests"] if t["name"].startswith("fused_gelu/"))
+    assert gelu["status"] == "passed"  # the other kernels are still graded
+    assert 0 < res["extra_data"]["peak_mb"] < 768  # the whole tree, this process included
 
 
 def test_an_ungradeable_submission_still_gets_results_with_score_0(
@@ -136,14 +214,42 @@ def test_prairielearn_entry_point_writes_valid_results(tmp_path: Path) -> None:
     assert sum(t["max_points"] for t in published) == 30 + 14
 
 
-def test_milestone_run_format_prairielearn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["crash", "no file"])
+def test_prairielearn_entry_point_on_a_crash_and_on_no_file(tmp_path: Path, kind: str) -> None:
+    files = {"acceleration.py": CRASH} if kind == "crash" else {"notes.txt": "out of time"}
+    for name, text in files.items():
+        (tmp_path / "student" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "student" / name).write_text(text)
+    (tmp_path / "tests").mkdir()  # where PrairieLearn puts the question's tests/ folder
+    (tmp_path / "tests" / "points.toml").write_text("case = 2\ncheck = 1\nhidden_case = 0\n")
+    argv = ["autograder", "run", "prairielearn", "--root", str(tmp_path),
+            "--points", str(tmp_path / "tests" / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    res = json.loads((tmp_path / "results" / "results.json").read_text())
+    validate_prairielearn(res)
+    if kind == "crash":  # graded: every case fails, worth the points file's 2 each
+        assert res["gradable"] is True and res["score"] == pytest.approx(1 / (60 + 7), abs=1e-6)
+        cases = [t for t in res["tests"] if "/" in t["name"] and t["name"] != "hidden cases"]
+        assert len(cases) == 30 and {(t["points"], t["max_points"]) for t in cases} == {(0, 2)}
+        assert "crash" in cases[0]["message"].lower() or "SIGSEGV" in cases[0]["message"]
+    else:  # nothing to grade: not gradable (no attempt used), and the message says why
+        why = "no acceleration.py, a .py file or a notebook in the folder"
+        assert res["gradable"] is False and res["message"] == f"Not graded: {why}"
+        assert res["format_errors"] == [why]
+
+
+def test_milestone_run_format_prairielearn(tmp_path: Path, capsys) -> None:
     out = tmp_path / "pl.json"
+    (tmp_path / "points.json").write_text(json.dumps({"case": 2, "check": 0, "hidden_case": 0}))
     argv = ["milestone", "run", "07", "--impl", str(BASE), "--no-part-b", "--json", str(out),
-            "--format", "prairielearn"]  # fmt: skip
+            "--format", "prairielearn", "--points", str(tmp_path / "points.json")]  # fmt: skip
     assert main(argv) == 0
     res = json.loads(out.read_text())
     validate_prairielearn(res)
     assert res["score"] == 1.0 and res["gradable"] is True and len(res["tests"]) == 36
+    assert sum(t["max_points"] for t in res["tests"]) == 30 * 2  # the points file's
+    assert main([*argv[:-4], "--points", str(tmp_path / "points.json")]) == 2  # not with json
+    assert "--points goes with --format prairielearn" in capsys.readouterr().err
 
 
 def _doc(**extra) -> dict:
@@ -167,6 +273,15 @@ def test_hidden_cases_are_after_due_date_and_withheld_from_the_summary() -> None
     assert by_name["tiled_matmul/k1/tile7"]["visibility"] == "visible"
     assert "off by 2" not in res["output"] and "after the due date" in res["output"]
     assert (res["score"], by_name["deeper check: tiling audit"]["max_score"]) == (1, 2)
+    # Gradescope hides the score (1 of 4, the hidden case included) before the due date; the
+    # summary shown at once gives neither it nor the verdict: the published points only.
+    first = res["output"].splitlines()[0]
+    assert first.startswith("Milestone 07: published cases and checks 1/3 points")
+    assert "NOT PASSED" not in res["output"] and "/4" not in res["output"]
+    verdict = by_name["verdict (hidden cases included)"]
+    assert verdict["visibility"] == "after_due_date" and verdict["max_score"] == 0
+    assert verdict["output"].startswith("Milestone 07: NOT PASSED  (1/4 points)")
+    assert "off by 2" in verdict["output"]  # the hidden case's details, after the due date
 
 
 def test_the_leaderboard_is_the_students_gflops_at_1024() -> None:

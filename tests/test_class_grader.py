@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tinytorch.classroom.classgrade import grade_class
+from tinytorch.classroom.classgrade import Tally, grade_class
 from tinytorch.classroom.runner import run_tree
 from tinytorch.classroom.scoring import load_points
 from tinytorch.classroom.similarity import REFERENCE, similarity_flags
@@ -32,6 +34,7 @@ STUBS = "".join(f"def {f}(*args):\n    raise NotImplementedError\n\n\n" for f in
 HANG = "".join(f"def {f}(*args, **kwargs):\n    while True:\n        pass\n\n\n" for f in FUNCS)
 # Hidden cases are worth nothing here so the rows do not depend on how many there are.
 POINTS_TOML = "case = 1\ncheck = 2\nhidden_case = 0\n"
+HIDDEN_CASES = 14  # grading mode's hidden cases per run (README "Grading safely")
 
 
 def _near_copy_of_bob() -> str:
@@ -80,54 +83,50 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
         return {r["student"]: r for r in csv.DictReader(fh)}
 
 
-# Where every call crashes or hangs, "inputs not mutated" is the milestone's business (today it
-# passes vacuously; a "not_run" status is planned): for those rows only the check count is free,
-# and the score must be 2 points per passing check.
-VACUOUS = ("carol", "dave")
-# student: verdict, cases passed/total, checks passed/total, score/max, error (derived by hand:
-# bob drops every case whose K is not a multiple of the tile: 15 of the 18 matmul cases; 1 point
-# per case, 2 per check, 0 per hidden case).
-EXPECTED = {  # grading mode: 6 deeper checks + "own work", 2 points each
-    "alice": ("PASS", 30, 30, 7, 7, 44, 44, ""),
-    "bob": ("NOT_PASSED", 15, 30, 6, 7, 27, 44, ""),  # plain NumPy conv: the backward check fails
-    "carol": ("NOT_PASSED", 0, 30, None, 7, None, 44, ""),  # None: see VACUOUS
-    "dave": ("NOT_PASSED", 0, 30, None, 7, None, 44, ""),
-    "frank": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "a notebook: grade notebooks with --notebook"),
-    "grace": ("NOT_PASSED", 15, 30, 6, 7, 27, 44, ""),
-    "heidi": ("PASS", 30, 30, 7, 7, 44, 44, ""),
-    "liam": ("NOT_PASSED", 0, 30, 0, 0, 0, 30, ""),
-    "mia": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, "no acceleration.py in the folder"),
+# Every column but seconds, for every student (derived by hand: bob drops every case whose K is
+# not a multiple of the tile: 15 of the 18 matmul cases, and all 6 hidden matmul cases, whose K
+# never is; 1 point per case, 2 per check, 0 per hidden case). Grading mode has 6 deeper checks
+# + "own work". Where every call crashes, hangs or is a stub, the one check that passes is
+# "inputs not mutated", vacuously (the milestone's business: a "not_run" status is planned).
+EXPECTED = {
+    "alice": ("PASS", 30, 30, 7, 7, 14, 14, 44, 44, ""),
+    "bob": ("NOT_PASSED", 15, 30, 6, 7, 8, 14, 27, 44, ""),  # plain NumPy conv: backward fails
+    "carol": ("NOT_PASSED", 0, 30, 1, 7, 0, 14, 2, 44, ""),
+    "dave": ("NOT_PASSED", 0, 30, 1, 7, 0, 14, 2, 44, ""),
+    "erin": ("INCOMPLETE", 0, 30, 1, 7, 0, 14, 2, 44, ""),
+    "frank": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, 0, 0, "a notebook: grade notebooks with --notebook"),
+    "grace": ("NOT_PASSED", 15, 30, 6, 7, 8, 14, 27, 44, ""),
+    "heidi": ("PASS", 30, 30, 7, 7, 14, 14, 44, 44, ""),
+    "liam": ("NOT_PASSED", 0, 30, 0, 0, 0, 0, 0, 30, ""),  # a syntax error: nothing loads
+    "mia": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, 0, 0, "no acceleration.py in the folder"),
 }
-_COLS = ("verdict", "cases_passed", "cases_total", "checks_passed", "checks_total", "score",
-         "max_score", "error")  # fmt: skip
+_COLS = ("verdict", "cases_passed", "cases_total", "checks_passed", "checks_total",
+         "hidden_passed", "hidden_total", "score", "max_score", "error")  # fmt: skip
 
 
 def test_gradebook_rows_are_exact(klass: dict[str, Path]) -> None:
     rows = _rows(klass["out"])
-    assert set(rows) == {*EXPECTED, "erin"}  # README.txt is not a student
+    assert set(rows) == set(EXPECTED)  # README.txt is not a student
     for student, want in EXPECTED.items():
-        got = tuple(
-            rows[student][c] if v is not None else None for c, v in zip(_COLS, want, strict=True)
-        )
-        assert got == tuple(None if v is None else str(v) for v in want), student
-    for student in VACUOUS:
-        assert int(rows[student]["checks_passed"]) <= 2  # "own work", and the vacuous mutation
-        assert int(rows[student]["score"]) == 2 * int(rows[student]["checks_passed"])
-    # The all-stubs student: INCOMPLETE, no case passes (its checks are the milestone's business).
-    assert (rows["erin"]["verdict"], rows["erin"]["cases_passed"]) == ("INCOMPLETE", "0")
-    for student in ("alice", "heidi"):  # a correct solution passes the hidden cases too
-        assert rows[student]["hidden_passed"] == rows[student]["hidden_total"]
+        assert tuple(rows[student][c] for c in _COLS) == tuple(map(str, want)), student
     assert float(rows["alice"]["seconds"]) > 0
 
 
 def test_every_student_has_a_milestone_json(klass: dict[str, Path]) -> None:
     from tinytorch.milestone07 import validate
 
-    for student in (*EXPECTED, "erin"):
+    graded: list[int] = []
+    for student in EXPECTED:
         doc = json.loads((klass["out"] / "results" / f"{student}.json").read_text())
         if doc.get("cases"):  # graded by the milestone (frank and mia had nothing to grade)
             validate(doc)  # the milestone's own schema
             assert doc["grader"]["returncode"] in (0, 1) and doc["grader"]["killed"] == ""
+            # grading mode, end to end: a fresh secret seed and the hidden cases graded too
+            assert doc["grading"] is True and doc["seed"] != 0, student
+            unloadable = student == "liam"  # a syntax error: nothing to run the hidden cases on
+            assert len(doc["hidden_cases"]) == (0 if unloadable else HIDDEN_CASES), student
+            graded.append(doc["seed"])
+    assert len(graded) == 8 and len(set(graded)) == len(graded)  # a fresh seed per student
     crash = json.loads((klass["out"] / "results" / "carol.json").read_text())
     assert {c["status"] for c in crash["cases"]} == {"crash"}
     hang = json.loads((klass["out"] / "results" / "dave.json").read_text())
@@ -158,19 +157,79 @@ def test_report_figures_exist_and_are_not_empty(klass: dict[str, Path]) -> None:
     assert "Most common lessons" in page and "The result leaves out the ragged last k-tile" in page
 
 
+def test_the_report_shows_the_best_flags_side_by_side_and_says_how_many() -> None:
+    from tinytorch.classroom.report import SIDE_BY_SIDE_MAX, similarity_html
+    from tinytorch.classroom.similarity import Flag
+
+    assert SIDE_BY_SIDE_MAX == 20
+    flags = [Flag(f"s{i:02d}", f"t{i:02d}", 1.0 - i / 1000) for i in range(SIDE_BY_SIDE_MAX + 5)]
+    page = similarity_html(flags, {f.a: "x = 1\n" for f in flags}, "y = 2\n")
+    assert page.count('class="sbs"') == SIDE_BY_SIDE_MAX and page.count("<tr>") == 1 + len(flags)
+    assert f"the {SIDE_BY_SIDE_MAX} best-scoring are shown side by side" in page
+    assert "5 more flags are listed above only" in page
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"the {SIDE_BY_SIDE_MAX} best-scoring flags with the two files side by side" in readme
+
+
 def test_resume_skips_what_is_done_and_regrades_a_resubmission(klass: dict[str, Path]) -> None:
-    seen: dict[str, int] = {}
+    started: list[tuple[int, int, int]] = []
+    graded: list[tuple[str, int, int]] = []  # (student, done, passes) as the bar shows them
+
+    def on_start(t: Tally) -> None:
+        started.append((t.total, t.done, t.passes))
+
+    def progress(student: str, doc: dict, t: Tally) -> None:
+        graded.append((student, t.done, t.passes))
+
+    kwargs = {"jobs": 2, "case_timeout": 1.0, "on_start": on_start, "progress": progress}
+    grade_class(klass["subs"], klass["out"], **kwargs)
+    assert started == [(10, 10, 2)] and graded == []  # alice's and heidi's resumed PASSes count
+    (klass["subs"] / "bob.py").write_text(BOB.read_text() + "\n# resubmitted\n")
+    run = grade_class(klass["subs"], klass["out"], **kwargs)
+    assert started[1] == (10, 9, 2) and graded == [("bob", 10, 2)]
+    assert run.docs["bob"]["verdict"] == "NOT_PASSED"
+
+
+def test_resume_regrades_when_an_option_that_changes_the_result_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import nbformat
+
+    from tinytorch.classroom.classgrade import _load_done, run_options
+    from tinytorch.classroom.submissions import discover
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("#| export\n" + BASE.read_text())]
+    nbformat.write(nb, str(subs / "frank.ipynb"))
     graded: list[str] = []
 
-    def on_start(total: int, resumed: int) -> None:
-        seen.update(total=total, resumed=resumed)
+    def grade(**kwargs) -> str:
+        run = grade_class(subs, out, jobs=1, progress=lambda s, d, t: graded.append(s), **kwargs)
+        return run.docs["frank"]["verdict"]
 
-    kwargs = {"jobs": 2, "case_timeout": 1.0, "on_start": on_start}
-    grade_class(klass["subs"], klass["out"], progress=lambda s, d: graded.append(s), **kwargs)
-    assert seen == {"total": 10, "resumed": 10} and graded == []
-    (klass["subs"] / "bob.py").write_text(BOB.read_text() + "\n# resubmitted\n")
-    run = grade_class(klass["subs"], klass["out"], progress=lambda s, d: graded.append(s), **kwargs)
-    assert graded == ["bob"] and run.docs["bob"]["verdict"] == "NOT_PASSED"
+    assert grade(case_timeout=1.0) == "INCOMPLETE"  # a notebook without --notebook
+    assert grade(case_timeout=1.0, notebook=True) == "PASS"  # regraded, not resumed
+    assert grade(case_timeout=1.0, notebook=True) == "PASS" and len(graded) == 2  # resumed
+    assert grade(case_timeout=2.0, notebook=True) == "PASS" and len(graded) == 3  # new --timeout
+    options = run_options(notebook=True, part_b=False, case_timeout=2.0, wall_timeout=300.0)
+    doc = json.loads((out / "results" / "frank.json").read_text())
+    assert doc["grader"]["options"] == options
+    (sub,) = discover(subs, notebook=True)
+    path = out / "results" / "frank.json"
+    assert _load_done(path, sub, options) is not None
+    assert _load_done(path, sub, {**options, "part_b": True}) is None  # --part-b regrades
+    assert _load_done(path, sub, {**options, "wall_timeout": 60.0}) is None
+    # Points change no result: the resumed doc is scored with the new points file.
+    (tmp_path / "points.toml").write_text("case = 3\ncheck = 0\nhidden_case = 0\n")
+    argv = ["grade-class", str(subs), "--out", str(out), "--notebook", "--timeout", "2",
+            "--jobs", "1", "--points", str(tmp_path / "points.toml")]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "grading 0 of 1 submissions" in printed
+    assert re.search(r"seconds: grading \d+\.\d, similarity \d+\.\d, report \d+\.\d", printed)
+    assert (_rows(out)["frank"]["score"], _rows(out)["frank"]["max_score"]) == ("90", "90")
 
 
 def test_a_hostile_submission_does_not_change_another_students_row(
@@ -207,6 +266,80 @@ for p in pathlib.Path({str(out)!r}).rglob("*.json"):
         assert tuple(rows[student][c] for c in _COLS) == tuple(str(v) for v in EXPECTED[student])
         doc = json.loads((out / "results" / f"{student}.json").read_text())
         assert doc["verdict"] == EXPECTED[student][0]
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="needs root: only a root grader gives each concurrent student its own uid; as a normal "
+    "user every student's process runs as that user (README: Grading a class)",
+)
+def test_concurrent_students_cannot_rewrite_each_others_work_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    # The sandboxes' folders go to a temporary folder of this test's own (readable by all, as
+    # /tmp is), so that the hostile student below reaches no one else's grading on this machine.
+    tmp = Path(tempfile.mkdtemp(prefix="tt-concurrent-"))
+    tmp.chmod(0o755)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    # mallory is graded first, beside each victim in turn (--jobs 2): on every import its thread
+    # rewrites every other student's files it can reach: the copies in the sandboxes' workdirs
+    # (what a victim's process imports moments later) and the grader's copies under DIR/.work.
+    # Its functions hang, so it keeps doing that until its wall timeout.
+    hostile = f"""import pathlib, threading, time
+_MINE = pathlib.Path.cwd()
+
+
+def _rewrite():
+    while True:
+        for spot in (pathlib.Path({str(tmp)!r}).glob("tt-sandbox-*/work/*.py"),
+                     pathlib.Path({str(out / ".work")!r}).glob("*/*.py")):
+            for p in spot:
+                try:
+                    if p.parent != _MINE:
+                        p.write_text("raise SystemExit('rewritten by mallory')\\n")
+                except OSError:
+                    pass
+        time.sleep(0.002)
+
+
+threading.Thread(target=_rewrite, daemon=True).start()
+""" + "".join(f"def {f}(*args, **kwargs):\n    time.sleep(60)\n\n\n" for f in FUNCS)
+    (subs / "a_mallory.py").write_text(hostile)
+    victims = ("v1", "v2", "v3")
+    for v in victims:
+        (subs / f"{v}.py").write_text(BASE.read_text())
+    (tmp_path / "points.toml").write_text(POINTS_TOML)
+    argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "2", "--timeout", "1",
+            "--wall-timeout", "30", "--points", str(tmp_path / "points.toml")]  # fmt: skip
+    try:
+        assert main(argv) == 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rows = _rows(out)
+    for v in victims:
+        assert tuple(rows[v][c] for c in _COLS) == tuple(str(x) for x in EXPECTED["alice"]), v
+    mallory = json.loads((out / "results" / "a_mallory.json").read_text())
+    assert mallory["cases"][0]["status"] == "timeout"  # it loaded, and ran its thread
+    uid = {
+        s: json.loads((out / "results" / f"{s}.json").read_text())["isolation"]["uid"]["why"]
+        for s in (*victims, "a_mallory")
+    }
+    assert all(why.startswith("uid ") for why in uid.values()), uid  # each dropped its uid
+    assert all(uid[v] != uid["a_mallory"] for v in victims), uid  # and not to mallory's
+
+
+def test_the_slot_uid_pool_refuses_a_uid_that_is_someones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinytorch.milestone07 import contain
+
+    base, _gid = contain.slot_ids(0)
+    assert contain.slot_ids(3) == (base + 3, base + 3) and base > 65535
+    monkeypatch.setenv(contain.SLOT_UID_BASE_VAR, "0")  # uid 0 is root's
+    assert contain.slot_pool_problem(2) == "uid 0 of the slot pool is the user 'root'"
+    assert "only 1024 uids" in contain.slot_pool_problem(contain.SLOT_UIDS + 1)
 
 
 def test_a_run_past_its_wall_timeout_is_killed_with_its_tree(tmp_path: Path) -> None:

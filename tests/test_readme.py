@@ -178,3 +178,29 @@ def test_a_missing_impl_is_a_usage_error_in_one_line(tmp_path):
         assert done.returncode == 2, (argv, done.stdout[-500:], done.stderr[-500:])
         assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
         assert "nope.py" in done.stderr or "no_such_module_xyz" in done.stderr
+
+
+def test_the_prairielearn_info_json_snippet_names_our_entry_point():
+    """The README's info.json: valid JSON, PrairieLearn's documented externalGradingOptions keys
+    only, and an entrypoint that `tito` parses as `autograder run prairielearn`."""
+    import shlex
+
+    from tinytorch.cli.main import build_parser
+
+    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
+    (snippet,) = [t.content for t in tokens if t.type == "fence" and t.info.strip() == "json"]
+    info = json.loads(snippet)
+    options = info["externalGradingOptions"]
+    documented = {"enabled", "image", "entrypoint", "serverFilesCourse", "timeout",
+                  "enableNetworking", "environment"}  # fmt: skip
+    assert info["gradingMethod"] == "External" and set(options) <= documented
+    assert 0 < options["timeout"] <= 600  # PrairieLearn's maximum
+    exe, *argv = shlex.split(options["entrypoint"])
+    assert exe.startswith("/") and exe.endswith("/bin/tito")  # an absolute path in the image
+    args = build_parser().parse_args(argv)
+    assert (args.command, args.autograder_command, args.platform) == (
+        "autograder",
+        "run",
+        "prairielearn",
+    )
+    assert args.points.startswith("/grade/tests/")

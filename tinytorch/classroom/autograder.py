@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,8 +33,15 @@ from tinytorch.classroom.submissions import find_module
 
 GRADER_USER = "tinytorch-grader"
 VENV = "/opt/tinytorch"
-# Gradescope's default container: 768 MB and half a vCPU; a run that reaches this is stopped.
+# Gradescope's default container: 768 MB and half a vCPU. The whole tree (this process, the
+# milestone run, the student's process) is stopped at TREE_LIMIT_MB, sampled every 50 ms; the
+# student's process cannot even reach that: its address space is capped at CHILD_MEMORY_MB, so a
+# memory bomb is a MemoryError in one case (a named result), not the container's OOM killer.
 TREE_LIMIT_MB = 700.0
+CHILD_MEMORY_MB = 512
+# One BLAS thread: half a vCPU gains nothing from more, and OpenBLAS reserves about 40 MB of
+# address space per thread, sized by the host's CPU count, which would eat CHILD_MEMORY_MB.
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 WALL_LIMIT_S = 480.0  # under Gradescope's default 10 min timeout
 ROOTS = {"gradescope": ("/autograder", "submission"), "prairielearn": ("/grade", "student")}
 _REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +75,13 @@ def build_gradescope_zip(
         "points": {"case": points.case, "check": points.check, "hidden_case": points.hidden_case},
         "overrides": points.overrides,
     }
+    missing = [part for part in _SOURCE_PARTS if not (_REPO / part).exists()]
+    if missing:  # e.g. a non-editable install: the package is there, pyproject.toml is not
+        raise FileNotFoundError(
+            f"cannot build the autograder zip: {', '.join(missing)} not found in {_REPO}; "
+            "setup.sh installs the package from that source, so build the zip from a checkout "
+            "of the repository (or an editable install: pip install -e .)"
+        )
     out = Path(out)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
@@ -82,6 +97,40 @@ def build_gradescope_zip(
                 if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".so", ".o"):
                     zf.write(f, f"tinytorch-src/{f.relative_to(_REPO)}")
     return out
+
+
+def run_zip_locally(
+    zip_path: str | Path,
+    root: str | Path,
+    files: dict[str, str],
+    *,
+    prefix: tuple[str, ...] = (),
+    timeout: float = 900.0,
+) -> subprocess.CompletedProcess:
+    """Run an autograder zip as Gradescope would, on a tree of our own (the tests, the benchmark).
+
+    ROOT/source is the unzipped zip, ROOT/submission holds `files` (name -> text), and
+    `[*prefix, bash, ROOT/source/run_autograder]` runs with AUTOGRADER_ROOT=ROOT and this
+    interpreter (TINYTORCH_PYTHON). Its results are ROOT/results/results.json.
+    """
+    root = Path(root)
+    (root / "source").mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(root / "source")
+    for name, text in files.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_text(text, encoding="utf-8")
+    (root / "submission").mkdir(exist_ok=True)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "TINYTORCH_PYTHON": sys.executable}
+    return subprocess.run(
+        [*prefix, "bash", str(root / "source" / "run_autograder")],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _config(root: Path) -> tuple[Points, bool]:
@@ -133,16 +182,18 @@ def grade_platform_submission(
         shutil.copytree(impl.parent, private / "submission")
         copy = private / "submission" / impl.name
         env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
-        env["HOME"] = str(private)
+        env.update(ONE_THREAD, HOME=str(private))
         if drop:
             for p in (private, *private.rglob("*")):
                 os.chown(p, drop["user"], drop["group"])
+        own_mb = psutil.Process().memory_info().rss / 2**20  # the tree's limit counts us too
         doc, _run = grade_submission(
             copy,
             private,
             part_b=part_b,
             wall_timeout=wall_timeout,
-            max_tree_mb=TREE_LIMIT_MB,
+            max_tree_mb=TREE_LIMIT_MB - own_mb,
+            memory_limit_mb=CHILD_MEMORY_MB,
             popen_kwargs=drop,
             env=env,
         )
@@ -153,8 +204,13 @@ def grade_platform_submission(
         shutil.rmtree(private, ignore_errors=True)
 
 
-def run_platform(platform: str, root: str | Path | None = None) -> Path:
-    """Grade ROOT's submission and write ROOT/results/results.json; never raises for a student."""
+def run_platform(
+    platform: str, root: str | Path | None = None, *, points_file: str | Path | None = None
+) -> Path:
+    """Grade ROOT's submission and write ROOT/results/results.json; never raises for a student.
+
+    points_file (e.g. PrairieLearn's /grade/tests/points.toml) overrides ROOT/source/config.json's
+    points; a bad one is a grader error (results.json says so, not gradable)."""
     if platform not in ROOTS:
         raise ValueError(f"platform must be one of {sorted(ROOTS)}, got {platform!r}")
     default_root, sub_dir = ROOTS[platform]
@@ -165,6 +221,8 @@ def run_platform(platform: str, root: str | Path | None = None) -> Path:
     how = ""
     try:
         points, part_b = _config(root)
+        if points_file is not None:
+            points = load_points(points_file)
         doc, how = grade_platform_submission(root / sub_dir, part_b=part_b)
     except Exception as exc:  # noqa: BLE001 - any grader failure still yields results.json
         traceback.print_exc()
@@ -177,6 +235,8 @@ def run_platform(platform: str, root: str | Path | None = None) -> Path:
         out = gradescope_results(doc, points)
         out["extra_data"] = {
             "verdict": doc["verdict"],
+            "grading": doc.get("grading"),
+            "seed": doc.get("seed"),
             "peak_mb": grader["tree_peak_mb"],
             "seconds": grader["seconds"],
             "user": how,

@@ -6,9 +6,13 @@ Layout of the output folder DIR:
     gradebook.csv            one row per student (formats.GRADEBOOK_COLUMNS)
     class_report.html        self-contained; its figures are also figures/*.png
 
-Each student's file is read into memory when the run starts and graded from a fresh private copy,
-and each result is kept in memory once graded: a submission that rewrites files on disk changes
-neither what another student is graded on nor another student's gradebook row.
+Each student's file is read into memory when the run starts and graded from a fresh private copy
+(DIR/.work/<student>, mode 0700), and each result is kept in memory once graded: a submission that
+rewrites files on disk changes neither what another student is graded on nor another student's
+gradebook row. As root, each of the N concurrent grading slots has its own unprivileged uid
+(contain.slot_ids), so the sandboxes' workdirs (mode 0700, owned by the slot's uid) of students
+graded at the same time are closed to each other. As a normal user every student's process runs
+as that user: concurrent students are then not kept from each other's files (README).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import csv
 import hashlib
 import json
 import os
+import queue
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +35,7 @@ from tinytorch.classroom.formats import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.classroom.runner import WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.submissions import Submission, discover, source_text
+from tinytorch.milestone07 import contain
 
 
 def usable_cpus() -> int:
@@ -37,6 +44,19 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS has no sched_getaffinity
         return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class Tally:
+    """What the progress bar shows: students done (resumed ones included) and PASSes among them."""
+
+    total: int
+    done: int = 0
+    passes: int = 0
+
+    def add(self, doc: dict[str, Any]) -> None:
+        self.done += 1
+        self.passes += doc.get("verdict") == "PASS"
 
 
 @dataclass
@@ -78,8 +98,24 @@ def write_gradebook(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def _load_done(path: Path, sub: Submission) -> dict[str, Any] | None:
-    """A previous result that is newer than the submission, if it reads back."""
+def run_options(
+    *, notebook: bool, part_b: bool, case_timeout: float | None, wall_timeout: float
+) -> dict[str, Any]:
+    """The options that change a student's result, stored in its doc["grader"]["options"].
+
+    Points are not among them: the gradebook scores every doc, resumed or not, with this run's
+    points (formats.gradebook_row), so a new points file needs no regrading."""
+    return {
+        "notebook": bool(notebook),
+        "part_b": bool(part_b),
+        "timeout": case_timeout,
+        "wall_timeout": wall_timeout,
+    }
+
+
+def _load_done(path: Path, sub: Submission, options: dict[str, Any]) -> dict[str, Any] | None:
+    """A previous result that is newer than the submission and was graded with the same
+    options, if it reads back."""
     try:
         if path.stat().st_mtime <= sub.mtime():
             return None
@@ -87,7 +123,10 @@ def _load_done(path: Path, sub: Submission) -> dict[str, Any] | None:
             doc = json.load(fh)
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) and "verdict" in doc else None
+    if not (isinstance(doc, dict) and "verdict" in doc):
+        return None
+    grader = doc.get("grader")
+    return doc if isinstance(grader, dict) and grader.get("options") == options else None
 
 
 def _snapshot(sub: Submission) -> bytes | None:
@@ -107,34 +146,51 @@ def grade_class(
     force: bool = False,
     case_timeout: float | None = None,
     wall_timeout: float = WALL_TIMEOUT_S,
-    progress: Callable[[str, dict[str, Any]], None] | None = None,
-    on_start: Callable[[int, int], None] | None = None,
+    progress: Callable[[str, dict[str, Any], Tally], None] | None = None,
+    on_start: Callable[[Tally], None] | None = None,
 ) -> ClassRun:
     """Grade every entry of `submissions` into `out`; Ctrl-C stops and keeps what is done.
 
-    `on_start(total, resumed)` is called once, then `progress(student, doc)` per graded student.
+    `on_start(tally)` is called once (tally.done: the students resumed, tally.passes: their
+    PASSes), then `progress(student, doc, tally)` per graded student, the tally updated.
     """
     subs = discover(submissions, notebook=notebook)
     out = Path(out)
     results, logs, work = out / "results", out / "logs", out / ".work"
-    for d in (results, logs, work):
+    for d in (results, logs):
         d.mkdir(parents=True, exist_ok=True)
+    work.mkdir(mode=0o700, parents=True, exist_ok=True)
+    work.chmod(0o700)  # the grader's copies: no student's process needs to read them
     run = ClassRun()
+    options = run_options(
+        notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
+    )
     todo: list[tuple[Submission, bytes | None]] = []
     for sub in subs:
         blob = _snapshot(sub)  # what this student is graded on and compared by, read once
         if blob is not None:
             run.sources[sub.student] = _source(sub, blob)
-        done = None if force else _load_done(results / f"{sub.student}.json", sub)
+        done = None if force else _load_done(results / f"{sub.student}.json", sub, options)
         if done is not None:
             run.docs[sub.student] = done
             run.resumed.append(sub.student)
         else:
             todo.append((sub, blob))
+    tally = Tally(len(subs))
+    for doc in run.docs.values():  # the resumed students count as done, their PASSes as passes
+        tally.add(doc)
     if on_start:
-        on_start(len(subs), len(run.resumed))
+        on_start(tally)
     stop = threading.Event()
     digests: dict[str, str] = {}
+    jobs = jobs or usable_cpus()
+    slots: queue.Queue[int] = queue.Queue()
+    for slot in range(jobs):
+        slots.put(slot)
+    own_uids = contain.sandbox_ids() is not None  # root: a uid per slot, when the pool is usable
+    if own_uids and (why := contain.slot_pool_problem(jobs)):
+        own_uids = False
+        run.warnings.append(f"concurrent students share one sandbox uid: {why}")
 
     def one(sub: Submission, blob: bytes | None) -> dict[str, Any]:
         if sub.impl is None or blob is None:
@@ -142,23 +198,28 @@ def grade_class(
             return error_doc(str(sub.entry), "INCOMPLETE", why)
         private = work / sub.student
         shutil.rmtree(private, ignore_errors=True)
-        private.mkdir(parents=True)
+        private.mkdir(mode=0o700, parents=True)
         copy = private / sub.impl.name
         copy.write_bytes(blob)
-        doc, _run = grade_submission(
-            copy,
-            private,
-            part_b=part_b,
-            case_timeout=case_timeout,
-            wall_timeout=wall_timeout,
-            stop=stop,
-            log_path=logs / f"{sub.student}.log",
-        )
+        slot = slots.get()
+        try:
+            doc, _run = grade_submission(
+                copy,
+                private,
+                part_b=part_b,
+                case_timeout=case_timeout,
+                wall_timeout=wall_timeout,
+                stop=stop,
+                log_path=logs / f"{sub.student}.log",
+                env={**os.environ, **contain.slot_env(slot)} if own_uids else None,
+            )
+        finally:
+            slots.put(slot)
         doc["impl"] = str(sub.impl)
         shutil.rmtree(private, ignore_errors=True)
         return doc
 
-    pool = cf.ThreadPoolExecutor(max_workers=jobs or usable_cpus())
+    pool = cf.ThreadPoolExecutor(max_workers=jobs)
     futures = {pool.submit(one, sub, blob): sub for sub, blob in todo}
     pending = set(futures)
     try:
@@ -169,12 +230,14 @@ def grade_class(
                 doc = fut.result()
                 if (doc.get("grader") or {}).get("killed") == "interrupted":
                     continue
+                doc.setdefault("grader", {})["options"] = options
                 run.docs[sub.student] = doc
                 path = results / f"{sub.student}.json"
                 _write_json(path, doc)
                 digests[sub.student] = _digest(path)
+                tally.add(doc)
                 if progress:
-                    progress(sub.student, doc)
+                    progress(sub.student, doc, tally)
     except KeyboardInterrupt:
         run.interrupted = True
         stop.set()
@@ -189,6 +252,51 @@ def grade_class(
             run.warnings.append(f"results/{student}.json was changed during the run; restored")
     shutil.rmtree(work, ignore_errors=True)
     return run
+
+
+@dataclass
+class ClassReport:
+    """A class run with its outputs written: gradebook, similarity flags, report, and the seconds
+    each phase took (grading, similarity, report)."""
+
+    run: ClassRun
+    rows: list[dict[str, Any]]
+    flags: list[Any]  # similarity.Flag, best first
+    report: Path
+    notes: list[str]
+    phases: dict[str, float]
+
+
+def grade_and_report(
+    submissions: str | Path, out: str | Path, *, points: Points, part_b: bool = False, **kwargs: Any
+) -> ClassReport:
+    """`tito grade-class`: grade_class(**kwargs), then gradebook.csv, the similarity flags and
+    class_report.html, timing each phase."""
+    from tinytorch.classroom.report import write_report
+    from tinytorch.classroom.similarity import similarity_flags
+    from tinytorch.release import make_student_source, reference_path
+
+    out = Path(out)
+    start = time.perf_counter()
+    run = grade_class(submissions, out, part_b=part_b, **kwargs)
+    graded = time.perf_counter()
+    reference = reference_path(17).read_text(encoding="utf-8")
+    flags = similarity_flags(run.sources, reference, make_student_source(reference))
+    compared = time.perf_counter()
+    rows = run.rows(points)
+    write_gradebook(out / "gradebook.csv", rows)
+    notes = list(run.warnings)
+    if run.interrupted:
+        notes.append("interrupted: students not yet graded are missing from this report")
+    report = write_report(
+        out, run.docs, rows, flags, run.sources, reference, part_b=part_b, notes=notes
+    )
+    phases = {
+        "grading": graded - start,
+        "similarity": compared - graded,
+        "report": time.perf_counter() - compared,
+    }
+    return ClassReport(run, rows, flags, report, notes, phases)
 
 
 def _source(sub: Submission, blob: bytes) -> str:

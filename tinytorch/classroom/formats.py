@@ -56,12 +56,25 @@ def tiled_matmul_gflops(doc: dict[str, Any], problem: str = LEADERBOARD_PROBLEM)
     return None
 
 
-def summary_text(doc: dict[str, Any], items: list[Item], *, hidden_details: bool) -> str:
+def summary_text(
+    doc: dict[str, Any], items: list[Item], *, hidden_details: bool, withhold_verdict: bool = False
+) -> str:
     """What the student reads: verdict, counts, what failed and the lesson; hidden cases withheld
-    unless `hidden_details`."""
+    unless `hidden_details`. With `withhold_verdict` (Gradescope before the due date) and hidden
+    cases, the first line holds neither the verdict nor the total, which both count the hidden
+    cases: only the published points."""
     earned, possible = total(items)
     verdict = doc["verdict"].replace("_", " ")
     lines = [f"Milestone 07: {verdict}  ({_points(earned)}/{_points(possible)} points)"]
+    hidden_n = sum(i.kind == "hidden_case" for i in items)
+    if withhold_verdict and hidden_n:
+        shown, shown_max = total([i for i in items if i.kind != "hidden_case"])
+        first = (
+            f"Milestone 07: published cases and checks {_points(shown)}/{_points(shown_max)} "
+            f"points; the verdict and total, which count {hidden_n} hidden cases, are shown "
+            "after the due date"
+        )
+        lines = [first]
     if doc.get("error"):
         lines.append(f"Not graded: {doc['error']}")
     for kind in ("case", "check"):
@@ -113,6 +126,18 @@ def gradescope_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
                 "tags": [item.kind],
             }
         )
+    if any(item.kind == "hidden_case" for item in items):  # shown with the hidden cases
+        tests.append(
+            {
+                "name": "verdict (hidden cases included)",
+                "number": "0.1",
+                "score": 0,
+                "max_score": 0,
+                "status": "passed" if doc["verdict"] == "PASS" else "failed",
+                "output": summary_text(doc, items, hidden_details=True),
+                "visibility": "after_due_date",
+            }
+        )
     if not items:  # nothing was graded: say why, worth nothing
         tests.append(
             {
@@ -129,7 +154,9 @@ def gradescope_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
     out: dict[str, Any] = {
         "score": _points(earned),
         "execution_time": round(float(seconds), 1),
-        "output": summary_text(doc, items, hidden_details=False),
+        # Gradescope hides the top-level score from students while after_due_date tests are
+        # hidden; the summary, always shown, must not give it (or the verdict) away either.
+        "output": summary_text(doc, items, hidden_details=False, withhold_verdict=True),
         "output_format": "text",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -171,7 +198,9 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
                 "output": "",
             }
         )
-    gradable = doc["verdict"] != "ERROR"
+    # Not gradable (PrairieLearn: no points awarded or lost, no attempt used): the grader broke
+    # (ERROR), or there was nothing to grade (no file found: an INCOMPLETE doc with no items).
+    gradable = doc["verdict"] != "ERROR" and bool(items)
     out: dict[str, Any] = {
         "gradable": gradable,
         "score": round(earned / possible, 6) if possible else 0.0,
@@ -180,5 +209,8 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
         "tests": tests,
     }
     if not gradable:
-        out["message"] = f"Not graded: {doc.get('error') or 'internal grader error'}"
+        why = doc.get("error") or "; ".join(doc.get("missing", [])) or "internal grader error"
+        out["message"] = f"Not graded: {why}"
+        if doc["verdict"] != "ERROR":  # the submission's fault, not the grader's
+            out["format_errors"] = [why]
     return out

@@ -176,7 +176,9 @@ def similarity_html(flags: list[Flag], sources: dict[str, str], reference: str) 
         f"removed) compared with difflib. Flagged: pairs at {PAIR_THRESHOLD:.2f} or more, and "
         f"submissions at {REFERENCE_THRESHOLD:.2f} or more against the reference solution. "
         f"Submissions with fewer than {MIN_TOKENS} tokens of their own are not compared. "
-        "Flags inform; they never change a verdict. Matching regions are highlighted.</p>"
+        "Flags inform; they never change a verdict. The table lists every flag; the "
+        f"{SIDE_BY_SIDE_MAX} best-scoring are shown side by side below it, matching regions "
+        "highlighted.</p>"
     )
     if not flags:
         return intro + "<p>No flags.</p>"

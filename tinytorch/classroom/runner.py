@@ -48,8 +48,11 @@ def milestone_command(
     grading: bool = True,
     case_timeout: float | None = None,
     fmt: str | None = None,
+    memory_limit_mb: int | None = None,
 ) -> list[str]:
-    """The argv that grades `impl` once and writes its result to `json_path`."""
+    """The argv that grades `impl` once and writes its result to `json_path`.
+
+    memory_limit_mb: the address-space limit of the student's process (`--memory-limit`)."""
     cmd = [sys.executable, "-m", "tinytorch.cli.main", "milestone", "run", "07"]
     cmd += ["--impl", str(impl), "--json", str(json_path)]
     if not part_b:
@@ -60,6 +63,8 @@ def milestone_command(
         cmd += ["--timeout", str(case_timeout)]
     if fmt is not None:
         cmd += ["--format", fmt]
+    if memory_limit_mb is not None:
+        cmd += ["--memory-limit", str(int(memory_limit_mb))]
     return cmd
 
 
@@ -198,6 +203,7 @@ def grade_submission(
     case_timeout: float | None = None,
     wall_timeout: float = WALL_TIMEOUT_S,
     max_tree_mb: float = MAX_TREE_MB,
+    memory_limit_mb: int | None = None,
     stop: threading.Event | None = None,
     log_path: Path | None = None,
     popen_kwargs: dict[str, Any] | None = None,
@@ -212,7 +218,9 @@ def grade_submission(
     os.close(fd)
     os.unlink(tmp)  # the milestone writes it; its absence afterwards means no result
     log_path = log_path or Path(tmp).with_suffix(".log")
-    cmd = milestone_command(impl, tmp, part_b=part_b, case_timeout=case_timeout)
+    cmd = milestone_command(
+        impl, tmp, part_b=part_b, case_timeout=case_timeout, memory_limit_mb=memory_limit_mb
+    )
     run = run_tree(
         cmd,
         log_path,

@@ -1,7 +1,8 @@
 """`tito autograder`: build Gradescope's autograder zip; grade one submission on a platform.
 
     tito autograder gradescope --out autograder.zip [--points FILE] [--part-b]
-    tito autograder run {gradescope,prairielearn} [--root DIR]   (what run_autograder calls)
+    tito autograder run {gradescope,prairielearn} [--root DIR] [--points FILE]
+                                                (what run_autograder and PrairieLearn call)
 
 Exit status: 0 done (the results file says the verdict), 2 usage error.
 """
@@ -29,7 +30,7 @@ def _build(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from tinytorch.classroom.autograder import run_platform
 
-    run_platform(args.platform, args.root)
+    run_platform(args.platform, args.root, points_file=args.points)
     return EXIT_OK
 
 
@@ -45,5 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("platform", choices=("gradescope", "prairielearn"))
     run.add_argument("--root", metavar="DIR", help="default $AUTOGRADER_ROOT, else /autograder "
                      "(Gradescope) or /grade (PrairieLearn)")  # fmt: skip
+    run.add_argument("--points", metavar="FILE", help="points per case/check (TOML or JSON); "
+                     "default: the zip's config.json (Gradescope), else the default points")  # fmt: skip
     run.set_defaults(func=_run)
     p.set_defaults(func=lambda args: (p.print_help(sys.stderr), EXIT_USAGE)[1])

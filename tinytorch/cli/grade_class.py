@@ -32,11 +32,8 @@ def _positive(kind: type):
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from tinytorch.classroom.classgrade import grade_class, usable_cpus, write_gradebook
-    from tinytorch.classroom.report import write_report
+    from tinytorch.classroom.classgrade import Tally, grade_and_report, usable_cpus
     from tinytorch.classroom.scoring import load_points
-    from tinytorch.classroom.similarity import similarity_flags
-    from tinytorch.release import make_student_source, reference_path
 
     try:
         points = load_points(args.points)
@@ -46,23 +43,26 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     jobs = args.jobs or usable_cpus()
     bar: dict[str, Any] = {}
-    passes = [0]
 
-    def on_start(total: int, resumed: int) -> None:
-        passes[0] = 0
-        print(f"grading {total - resumed} of {total} submissions with {jobs} jobs "
-              f"({resumed} already graded; --force regrades them)", flush=True)  # fmt: skip
-        bar["tqdm"] = tqdm(total=total, initial=resumed, unit="student", file=sys.stderr)
+    def on_start(tally: Tally) -> None:
+        print(f"grading {tally.total - tally.done} of {tally.total} submissions with {jobs} jobs "
+              f"({tally.done} already graded; --force regrades them)", flush=True)  # fmt: skip
+        bar["tqdm"] = tqdm(total=tally.total, initial=tally.done, unit="student", file=sys.stderr)
+        bar["tqdm"].set_postfix_str(f"passes {tally.passes}")
 
-    def progress(student: str, doc: dict[str, Any]) -> None:
-        passes[0] += doc["verdict"] == "PASS"
-        bar["tqdm"].set_postfix_str(f"passes {passes[0]}, last {student}: {doc['verdict']}")
+    def progress(student: str, doc: dict[str, Any], tally: Tally) -> None:
+        bar["tqdm"].set_postfix_str(f"passes {tally.passes}, last {student}: {doc['verdict']}")
         bar["tqdm"].update(1)
 
+    def close_bar() -> None:
+        if "tqdm" in bar:
+            bar.pop("tqdm").close()
+
     try:
-        result = grade_class(
+        result = grade_and_report(
             args.submissions,
             out,
+            points=points,
             jobs=jobs,
             notebook=args.notebook,
             part_b=args.part_b,
@@ -76,27 +76,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"tito grade-class: {exc}", file=sys.stderr)
         return EXIT_USAGE
     finally:
-        if "tqdm" in bar:
-            bar["tqdm"].close()
-    rows = result.rows(points)
-    write_gradebook(out / "gradebook.csv", rows)
-    reference = reference_path(17).read_text(encoding="utf-8")
-    flags = similarity_flags(result.sources, reference, make_student_source(reference))
-    notes = list(result.warnings)
-    if result.interrupted:
-        notes.append("interrupted: students not yet graded are missing from this report")
-    report = write_report(
-        out, result.docs, rows, flags, result.sources, reference, part_b=args.part_b, notes=notes
-    )
-    for note in notes:
+        close_bar()
+    for note in result.notes:
         print(f"note: {note}")
     counts: dict[str, int] = {}
-    for row in rows:
+    for row in result.rows:
         counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
-    print(f"{len(rows)} students: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-    print(f"{len(flags)} similarity flags")
-    print(f"wrote {out / 'gradebook.csv'}, {report} and {out / 'results'}/")
-    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+    print(f"{len(result.rows)} students: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))  # fmt: skip
+    print(f"{len(result.flags)} similarity flags")
+    print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.phases.items()))
+    print(f"wrote {out / 'gradebook.csv'}, {result.report} and {out / 'results'}/")
+    return EXIT_INTERRUPTED if result.run.interrupted else EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -3,6 +3,7 @@
     tito milestone list
     tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b] [--timeout S]
                           [--grading] [--budget S] [--memory-limit MB] [--plots DIR]
+                          [--format {json,prairielearn} [--points FILE]]
 
 Exit status: 0 PASS, 1 NOT PASSED or INCOMPLETE, 2 usage error, 3 ERROR (the grader itself failed;
 the --json file still says so).
@@ -78,6 +79,7 @@ def run_milestone(
     out: TextIO | None = None,
     fmt: str = "json",
     plots: str | None = None,
+    points_file: str | None = None,
 ) -> int:
     """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code.
 
@@ -92,6 +94,19 @@ def run_milestone(
     why = missing_impl(impl)
     if why:
         print(f"tito milestone run: {why}", file=sys.stderr)
+        return EXIT_USAGE
+    points = None
+    if fmt == "prairielearn":  # read before any grading: a bad points file is a usage error
+        from tinytorch.classroom.scoring import load_points
+
+        try:
+            points = load_points(points_file)
+        except (ValueError, TypeError) as exc:
+            print(f"tito milestone run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    elif points_file is not None:
+        print("tito milestone run: --points goes with --format prairielearn (the milestone "
+              "JSON holds statuses, not points)", file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
     target = None
     if json_path:
@@ -110,11 +125,10 @@ def run_milestone(
         print(f"tito milestone: {doc.get('error')}", file=sys.stderr)
     code = exit_code(str(doc.get("verdict")))  # from the milestone document, before any
     # conversion to another format (e.g. PrairieLearn's), which only changes what the file holds
-    if fmt == "prairielearn":  # PrairieLearn's external-grader results.json (issue 11)
+    if points is not None:  # PrairieLearn's external-grader results.json (issue 11)
         from tinytorch.classroom.formats import prairielearn_results
-        from tinytorch.classroom.scoring import Points
 
-        doc = prairielearn_results(doc, Points())
+        doc = prairielearn_results(doc, points)
     if target is not None:
         try:
             target.publish_json(doc)
@@ -258,6 +272,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default="json",
         help="what --json writes: the milestone's JSON (default) or PrairieLearn's results.json",
     )
+    p.add_argument(
+        "--points",
+        metavar="FILE",
+        help="with --format prairielearn: points per case/check (TOML or JSON, as grade-class)",
+    )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
         "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
@@ -285,6 +304,7 @@ def _run_parsed(args: argparse.Namespace) -> int:
         sizes=args.part_b_sizes,
         fmt=args.format,
         plots=args.plots,
+        points_file=args.points,
     )
 
 

@@ -13,7 +13,10 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
   mount namespace the uid drop is then skipped (reported).
 - uid: as root, the child drops to an unprivileged uid/gid (default 65534, `nobody`;
   TINYTORCH_SANDBOX_UID / TINYTORCH_SANDBOX_GID) before it imports the student's module, with
-  no_new_privs; as a normal user it keeps its uid (off, "not root").
+  no_new_privs; as a normal user it keeps its uid (off, "not root"). Graders that run several
+  students at once (tito grade-class --jobs N) give each grading slot its own uid from the slot
+  pool (`slot_ids`): SLOT_UID_BASE + slot, gid the same, uids with no passwd entry, so that no
+  student's process can write another's workdir, nor signal or ptrace its processes.
 - workdir and env: a fresh private folder holding a copy of the submission; a trimmed environment.
 - limits: RLIMIT_AS / CPU / FSIZE / NPROC, and no core dumps.
 The tree kill (`kill_tree`) finds what the child started by session, process group, ancestry and
@@ -137,6 +140,49 @@ def sandbox_ids() -> tuple[int, int] | None:
     uid = int(os.environ.get("TINYTORCH_SANDBOX_UID", "65534"))
     gid = int(os.environ.get("TINYTORCH_SANDBOX_GID", str(uid)))
     return uid, gid
+
+
+SLOT_UID_BASE = 1_600_000_000  # the slot pool: uids SLOT_UID_BASE .. SLOT_UID_BASE + SLOT_UIDS - 1
+SLOT_UIDS = 1024
+SLOT_UID_BASE_VAR = "TINYTORCH_SLOT_UID_BASE"  # moves the pool (e.g. two class runs at once)
+
+
+def slot_ids(slot: int) -> tuple[int, int]:
+    """(uid, gid) of grading slot `slot` in the pool."""
+    if not 0 <= slot < SLOT_UIDS:
+        raise ValueError(f"slot_ids: slot must be in [0, {SLOT_UIDS}), got {slot!r}")
+    base = int(os.environ.get(SLOT_UID_BASE_VAR, str(SLOT_UID_BASE)))
+    return base + slot, base + slot
+
+
+def slot_env(slot: int) -> dict[str, str]:
+    """The environment that makes a grader's sandboxes drop to slot `slot`'s uid (sandbox_ids)."""
+    uid, gid = slot_ids(slot)
+    return {"TINYTORCH_SANDBOX_UID": str(uid), "TINYTORCH_SANDBOX_GID": str(gid)}
+
+
+def slot_pool_problem(slots: int) -> str:
+    """Why `slots` slot uids cannot be used ('' when they can): a passwd entry, or a uid this user
+    namespace does not map (a container with a narrow uid map)."""
+    import pwd
+
+    if slots > SLOT_UIDS:
+        return f"{slots} jobs but only {SLOT_UIDS} uids in the slot pool"
+    uids = [slot_ids(slot)[0] for slot in range(slots)]
+    for uid in uids:
+        try:
+            return f"uid {uid} of the slot pool is the user {pwd.getpwuid(uid).pw_name!r}"
+        except KeyError:
+            pass
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as fh:
+            ranges = [tuple(map(int, line.split())) for line in fh if line.strip()]
+    except OSError:
+        return ""  # no user namespaces here: every uid is this kernel's own
+    for uid in uids:
+        if not any(inside <= uid < inside + count for inside, _out, count in ranges):
+            return f"uid {uid} of the slot pool is not mapped in this user namespace"
+    return ""
 
 
 def child_env(
