@@ -12,10 +12,13 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from tinytorch.milestone07 import LESSONS, render_part_a, run_part_a, to_json, validate
+from tinytorch.milestone07.checks import im2col_layout
 from tinytorch.milestone07.diagnose import FAILURE_LESSONS, diagnose, diagnose_result
+from tinytorch.milestone07.references import ref_im2col
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 
@@ -34,8 +37,118 @@ def _case(name, group, status="fail", lesson="a lesson"):
     return SimpleNamespace(name=name, group=group, status=status, lesson=lesson)
 
 
-def _check(name, status, blame=(), lesson="check lesson"):
-    return SimpleNamespace(name=name, status=status, detail="d", lesson=lesson, blame=list(blame))
+def _check(name, status, blame=(), lesson="check lesson", names_cause=True):
+    return SimpleNamespace(
+        name=name, status=status, detail="d", lesson=lesson, blame=list(blame),
+        names_cause=names_cause,
+    )  # fmt: skip
+
+
+class _Im2colAs:
+    """A stand-in for StudentCalls whose im2col answers with `make(x, k, s, p)`, in float32."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def call(self, fn, args, kwargs, **_opts):
+        x, k = args
+        out = self.make(x, k, kwargs["stride"], kwargs["padding"])
+        return {"status": "ok", "output": out.astype(np.float32)}
+
+
+def _pad(top_left, bottom_right):
+    def make(x, k, s, p):
+        side = (top_left * p, bottom_right * p)
+        return ref_im2col(np.pad(x, ((0, 0), (0, 0), side, side)), k, s, 0)
+
+    return make
+
+
+def _stride_one_start(x, k, s, p):
+    n, _, h, w = x.shape
+    full = ref_im2col(x, k, 1, p).reshape(n, h + 2 * p - k + 1, w + 2 * p - k + 1, -1)
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    return full[:, :oh, :ow].reshape(n * oh * ow, -1)
+
+
+@pytest.mark.parametrize(
+    "make, says, lesson",
+    [
+        (_pad(0, 2), "bottom and right only", "Pad both sides"),
+        (_pad(2, 0), "top and left only", "Pad both sides"),
+        (lambda x, k, s, p: ref_im2col(x, k, s, 0), "padding is left out", "Pad both sides"),
+        (_stride_one_start, "step by 1, not by the stride", "step the slices by s"),
+        (lambda x, k, s, p: ref_im2col(x, k, 1, p), "stride is ignored", "step the slices by s"),
+        (
+            lambda x, k, s, p: ref_im2col(x, k, s, p)
+            .reshape(-1, x.shape[1], k, k).transpose(0, 2, 3, 1).reshape(-1, x.shape[1] * k * k),
+            "(kernel row, kernel col, channel)",
+            "Order the columns (channel, kernel row, kernel col)",
+        ),
+    ],
+    ids=["pad_after", "pad_before", "no_padding", "steps_by_one", "stride_ignored", "kc_first"],
+)  # fmt: skip
+def test_the_im2col_layout_check_names_padding_stride_and_column_order_bugs(make, says, lesson):
+    check = im2col_layout(_Im2colAs(make), seed=0)
+    assert check.status == "fail" and says in check.detail, check.detail
+    assert lesson in check.lesson and check.names_cause, check.lesson
+    if "Order the columns" not in lesson:
+        assert LESSONS["conv"] not in check.lesson  # no column-order lesson for another bug
+
+
+def test_an_im2col_layout_failure_with_no_usual_bug_names_no_cause():
+    check = im2col_layout(_Im2colAs(lambda x, k, s, p: 2.0 * ref_im2col(x, k, s, p)), seed=0)
+    assert check.status == "fail" and not check.names_cause
+
+
+def test_cases_keep_their_own_lessons_under_a_root_cause_that_names_no_cause():
+    padding = LESSONS["conv_padding"] + " " + LESSONS["conv"]
+    cases = [
+        _case("im2col_conv2d/pad1", "im2col_conv2d", lesson=padding),
+        _case("im2col_conv2d/k2", "im2col_conv2d", lesson=LESSONS["conv"]),
+    ]
+    vague = _check("im2col layout", "fail", ["im2col"], LESSONS["conv"], names_cause=False)
+    diag = diagnose(cases, [vague])
+    assert diag.cause_of == {c.name: "im2col layout" for c in cases}  # they still point to it
+    # ... and keep what only they say (the root cause already shows the column-order lesson)
+    assert diag.lesson_of == {"im2col_conv2d/pad1": LESSONS["conv_padding"]}
+    named = diagnose(cases, [_check("im2col layout", "fail", ["im2col"], "Pad both sides.")])
+    assert named.lesson_of == {} and named.lessons == []
+
+
+def test_backward_failing_after_an_im2col_or_col2im_failure_is_a_consequence():
+    cases = [_case("im2col_conv2d/pad1", "im2col_conv2d")]
+    for upstream, blame in (("im2col layout", "im2col"), ("col2im coverage", "col2im")):
+        checks = [
+            _check(upstream, "fail", [blame], "the real lesson"),
+            _check("backward", "fail", ["im2col_conv2d"], "grad weight = g2.T @ cols ..."),
+        ]
+        diag = diagnose(cases, checks)
+        assert [r.check for r in diag.root_causes] == [upstream]
+        assert diag.root_causes[0].consequences == ["backward"]
+        assert diag.consequence_of == {"backward": upstream}
+    alone = diagnose(cases, [_check("backward", "fail", ["im2col_conv2d"])])
+    assert [r.check for r in alone.root_causes] == ["backward"] and not alone.consequence_of
+
+
+def test_the_padding_bug_leads_with_the_padding_lesson_and_backward_follows_from_it(tmp_path):
+    impl = mutant(
+        tmp_path,
+        (
+            "((0, 0), (0, 0), (padding, padding), (padding, padding))",
+            "((0, 0), (0, 0), (0, 2 * padding), (0, 2 * padding))",
+        ),
+    )
+    result = run_part_a(impl, cases=["im2col_conv2d"])
+    diag = diagnose_result(result)
+    assert [r.check for r in diag.root_causes] == ["im2col layout"]
+    assert "Pad both sides" in diag.root_causes[0].lesson
+    assert diag.consequence_of == {"backward": "im2col layout"}
+    text = " ".join(render_part_a(result).split())
+    assert LESSONS["conv"] not in text  # the column-order lesson would point away from the bug
+    assert "grad weight = g2.T @ cols" not in text  # nor backward's own lesson
+    assert "backward (deeper check, a consequence: fix this first)" in text
+    assert "a consequence of im2col layout: fix that first" in text
 
 
 def test_a_deeper_check_that_explains_a_group_leads_and_its_cases_point_to_it(tmp_path):

@@ -54,9 +54,20 @@ def render_root_causes(diag: Diagnosis) -> list[str]:
         )
         if cause.cases:
             lines += _wrap(f"explains {len(cause.cases)} failing case(s): {_names(cause.cases)}", 5)
+        if cause.consequences:
+            lines += _wrap(_also_fail(cause.consequences), 5)
         if cause.lesson:
             lines += _wrap(f"fix: {cause.lesson}", 5)
     return [*lines, ""]
+
+
+def _also_fail(checks: list[str]) -> str:
+    return f"also makes fail: {', '.join(checks)} (deeper check, a consequence: fix this first)"
+
+
+def _follows(check: str, diag: Diagnosis) -> str:
+    up = diag.consequence_of.get(check)
+    return f" (a consequence of {up}: fix that first)" if up else ""
 
 
 def render_part_a(result: PartAResult) -> str:
@@ -92,7 +103,8 @@ def render_part_a(result: PartAResult) -> str:
         ok = sum(c.status == "pass" for c in result.checks)
         lines.append(f"deeper checks  {ok}/{len(result.checks)}")
         for c in result.checks:
-            lines.append(f"  {MARK.get(c.status, c.status):<7} {c.name:<22} {c.detail}"[:400])
+            line = f"  {MARK.get(c.status, c.status):<7} {c.name:<22} {c.detail}"[:400]
+            lines.append(line + _follows(c.name, diag))
         lines.append("")
     if result.hidden:
         ok = sum(c.status == "pass" for c in result.hidden)
@@ -161,6 +173,8 @@ def render_diagnosis_lines(diag: dict) -> list[str]:
         lines += _wrap(f"root cause {i}: {cause['check']}: {cause['detail']}", 2)
         if cause.get("cases"):
             lines += _wrap(f"explains: {_names(cause['cases'])}", 5)
+        if cause.get("consequences"):
+            lines += _wrap(_also_fail(cause["consequences"]), 5)
         if cause.get("lesson"):
             lines += _wrap(f"fix: {cause['lesson']}", 5)
     for lesson in diag.get("lessons", []):

@@ -37,6 +37,11 @@ def diagnosis_html(diag: Diagnosis) -> str:
         items = "".join(
             f"<li><b>{html.escape(r.check)}</b>: {html.escape(r.detail)}"
             + (f"<br>explains {_names(r.cases)}" if r.cases else "")
+            + (
+                f"<br>also makes fail {_names(r.consequences)} (a consequence: fix this first)"
+                if r.consequences
+                else ""
+            )
             + (f"<br><b>Fix:</b> {html.escape(r.lesson)}" if r.lesson else "")
             + "</li>"
             for r in diag.root_causes
@@ -108,21 +113,31 @@ def cases_text(results: Sequence[Any], checks: Sequence[Any] = ()) -> str:
     return "\n".join(lines)
 
 
+def _check_note(check: Any, follows: dict[str, str]) -> str:
+    if check.name in follows:  # its own lesson would point away from the root cause
+        up = html.escape(follows[check.name])
+        return f"<div><b>A consequence of {up}</b>: fix that first.</div>"
+    return f"<div><b>Lesson:</b> {html.escape(check.lesson)}</div>" if check.lesson else ""
+
+
 def checks_html(checks: Sequence[Any]) -> str:
-    """The deeper checks: status, name, detail, and the lesson when it did not pass."""
+    """The deeper checks: status, name, detail, and the lesson when it did not pass (or, for a
+    check that fails only because another did, which one to fix first)."""
+    follows = diagnose((), checks).consequence_of
     rows = "".join(
         f"<tr><td>{_badge(c.status)}</td><td style='text-align:left'><b>{html.escape(c.name)}</b>: "
-        f"{html.escape(c.detail)}"
-        + (f"<div><b>Lesson:</b> {html.escape(c.lesson)}</div>" if c.lesson else "")
-        + "</td></tr>"
+        f"{html.escape(c.detail)}{_check_note(c, follows)}</td></tr>"
         for c in checks
     )
     return f"<table><tr><th>status</th><th style='text-align:left'>deeper check</th></tr>{rows}</table>"
 
 
 def checks_text(checks: Sequence[Any]) -> str:
+    follows = diagnose((), checks).consequence_of
     return "\n".join(
-        f"  {c.status.upper().replace('_', ' '):<12} {c.name}: {c.detail}" for c in checks
+        f"  {c.status.upper().replace('_', ' '):<12} {c.name}: {c.detail}"
+        + (f" (a consequence of {follows[c.name]})" if c.name in follows else "")
+        for c in checks
     )
 
 
