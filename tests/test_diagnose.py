@@ -19,6 +19,7 @@ from tinytorch.milestone07 import LESSONS, render_part_a, run_part_a, to_json, v
 from tinytorch.milestone07.checks import im2col_layout
 from tinytorch.milestone07.diagnose import FAILURE_LESSONS, diagnose, diagnose_result
 from tinytorch.milestone07.references import ref_im2col
+from tinytorch.viz.tables import cases_text
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 
@@ -276,3 +277,20 @@ def test_the_json_carries_the_same_diagnosis_and_validates(tmp_path):
     assert doc["diagnosis"] == json.loads(json.dumps(diagnose_result(result).to_dict()))
     assert doc["diagnosis"]["lessons"] and "+=" in doc["diagnosis"]["lessons"][0]["text"]
     json.dumps(doc)  # evidence included: JSON-able
+
+
+def test_the_notebook_walk_names_the_column_order_bug_without_the_checks(tmp_path):
+    # The notebook's walk runs one group with checks=False: the conv cases' own lessons must say
+    # what the layout check would have said, not "pad both sides".
+    impl = mutant(
+        tmp_path,
+        ("cols = np.empty((N, oh, ow, C, k, k)", "cols = np.empty((N, oh, ow, k, k, C)"),
+        ("cols[:, :, :, :, di, dj] = win", "cols[:, :, :, di, dj, :] = win"),
+    )
+    result = run_part_a(impl, cases=["im2col_conv2d"], checks=False)
+    assert not result.checks and {c.status for c in result.cases} == {"fail"}
+    diag = diagnose_result(result)
+    assert len(diag.lessons) == 1, diag.lessons  # one lesson, for all four cases
+    assert "columns are ordered (kernel row, kernel col, channel)" in diag.lessons[0].text
+    table = cases_text(result.cases)
+    assert LESSONS["conv_padding"] not in table and LESSONS["conv_stride"] not in table

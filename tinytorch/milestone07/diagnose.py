@@ -238,6 +238,19 @@ def _conv(
         )
     if bias is not None and _close(out, ref - bias.astype(np.float64)[None, :, None, None], case):
         return "The bias is missing: add bias[f] to every output position of filter f."
+    n, f, oh, ow = ref.shape
+    w2 = w.astype(np.float64).reshape(f, -1)  # (F, C*k*k), columns (channel, kr, kc)
+    b = 0.0 if bias is None else bias.astype(np.float64)
+
+    def conv_of(cols: np.ndarray) -> np.ndarray:  # (N*oh*ow, C*k*k) -> (N, F, oh, ow)
+        return (cols @ w2.T + b).reshape(n, oh, ow, f).transpose(0, 3, 1, 2)
+
+    def matches(cols: np.ndarray) -> bool:
+        return cols.shape == (n * oh * ow, w2.shape[1]) and _close(out, conv_of(cols), case)
+
+    bug = im2col_bug(x, w.shape[-1], s, p, matches)
+    if bug is not None:
+        return f"The output is the convolution of an im2col in which {bug.says}. {bug.lesson}"
     return case.lesson
 
 
