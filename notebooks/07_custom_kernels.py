@@ -137,7 +137,12 @@ adjoint = walk("col2im")
 
 # %%
 part_a = m07.run_part_a(IMPL, seed=None if GRADING else SEED, timeout=TIMEOUT, grading=GRADING)
-show(cases_bundle(part_a.cases, stage="gate", compact=True, checks=part_a.checks))
+# the hidden cases (grading mode) join the same diagnosis as in the JSON report
+show(
+    cases_bundle(
+        part_a.cases, stage="gate", compact=True, checks=part_a.checks, hidden=part_a.hidden
+    )
+)
 show(checks_bundle(part_a.checks))
 drawn = viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
 

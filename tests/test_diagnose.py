@@ -8,6 +8,7 @@ same diagnosis reaches the terminal report and the JSON.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,11 +16,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tinytorch.grading.record import CASES_MIME, cases_bundle
 from tinytorch.milestone07 import LESSONS, render_part_a, run_part_a, to_json, validate
 from tinytorch.milestone07.checks import im2col_layout
 from tinytorch.milestone07.diagnose import FAILURE_LESSONS, diagnose, diagnose_result
 from tinytorch.milestone07.references import ref_im2col
-from tinytorch.viz.tables import cases_text
+from tinytorch.milestone07.results import CaseResult, CheckResult, PartAResult
+from tinytorch.viz.tables import cases_html, cases_text
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 
@@ -294,3 +297,52 @@ def test_the_notebook_walk_names_the_column_order_bug_without_the_checks(tmp_pat
     assert "columns are ordered (kernel row, kernel col, channel)" in diag.lessons[0].text
     table = cases_text(result.cases)
     assert LESSONS["conv_padding"] not in table and LESSONS["conv_stride"] not in table
+
+
+def test_hidden_cases_go_through_the_same_diagnosis_in_report_notebook_and_json(tmp_path):
+    impl = mutant(
+        tmp_path,
+        ("for k0 in range(0, K, tile_size)", "for k0 in range(0, K - K % tile_size, tile_size)"),
+    )
+    result = run_part_a(impl, cases=["tiled_matmul"], grading=True, seed=11)
+    hidden = [c.name for c in result.hidden if c.status == "fail"]
+    assert hidden, "a dropped ragged K tile fails every hidden case (K is never a multiple)"
+    doc = to_json(result, None)
+    [lesson] = doc["diagnosis"]["lessons"]  # collapsed: published and hidden cases alike
+    assert set(hidden) <= set(lesson["cases"])
+    text = " ".join(lesson["text"].split())
+    report = render_part_a(result)
+    assert " ".join(report.split()).count(text) == 1  # no raw per-case fix line for hidden cases
+    assert not [line for line in report.splitlines() if line.strip().startswith("fix:")]
+    bundle = cases_bundle(result.cases, "gate", compact=True, checks=result.checks,
+                          hidden=result.hidden)  # fmt: skip
+    page = bundle["text/html"]
+    assert page.count(html.escape(lesson["text"])) == 1 and all(n in page for n in hidden)
+    assert bundle["text/plain"].count(lesson["text"]) == 1
+    assert [c["name"] for c in bundle[CASES_MIME]["cases"]] == [c.name for c in result.cases]
+
+
+def test_a_hidden_case_points_to_its_root_cause_and_a_lesson_only_it_has_is_listed_once():
+    def case(name, group, status, lesson=""):
+        return CaseResult(name, group, name, status, 1.0, None, "wrong", lesson, 0.0, [group])
+
+    result = PartAResult(
+        "NOT_PASSED", "student.py", 3,
+        [case("im2col_conv2d/pad1", "im2col_conv2d", "pass"), case("fused_gelu/zeros", "fused_gelu", "pass")],
+        [CheckResult("im2col layout", "fail", "padded on one side", "Pad both sides.", ["im2col"])],
+        [], 1.0, grading=True,
+        hidden=[
+            case("hidden/im2col_conv2d/0", "im2col_conv2d", "fail", LESSONS["conv"]),
+            case("hidden/fused_gelu/0", "fused_gelu", "fail", "only hidden cases say this"),
+            case("hidden/fused_gelu/1", "fused_gelu", "fail", "only hidden cases say this"),
+        ],
+    )  # fmt: skip
+    lines = render_part_a(result).splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("  FAIL    hidden/im2col")))
+    assert "cause: im2col layout (root cause, above)" in " ".join(lines[at : at + 3])
+    flat = " ".join(lines)
+    assert LESSONS["conv"] not in flat  # the root cause replaces its lesson
+    assert flat.count("only hidden cases say this") == 1
+    assert "fix (hidden/fused_gelu/0, hidden/fused_gelu/1): only hidden cases say this" in flat
+    page = cases_html(result.cases, compact=True, checks=result.checks, hidden=result.hidden)
+    assert page.count("only hidden cases say this") == 1 and "Cause:</b> im2col layout" in page

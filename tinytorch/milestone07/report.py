@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-from tinytorch.milestone07.cases import GROUP_INTRO, GROUPS
-from tinytorch.milestone07.diagnose import Diagnosis, diagnose_result
+from tinytorch.milestone07.cases import GROUP_INTRO, GROUPS, HIDDEN_PREFIX
+from tinytorch.milestone07.diagnose import Diagnosis, Lesson, diagnose_result
 from tinytorch.milestone07.results import PartAResult, PartBResult
 
 MARK = {
@@ -94,10 +94,8 @@ def render_part_a(result: PartAResult) -> str:
             )
             if c.status not in ("pass", "incomplete"):  # incomplete: listed once at the end
                 lines += _wrap(f"{c.title}: {c.detail}")
-                if c.name in diag.cause_of:
-                    lines += _wrap(f"cause: {diag.cause_of[c.name]} (root cause, above)")
-        for lesson in diag.lessons_for(group):
-            lines += _wrap(f"fix ({_names(lesson.cases, 4)}): {lesson.text}", indent=2)
+                lines += _cause(c.name, diag)
+        lines += _lessons([x for x in diag.lessons_for(group) if not _hidden(x)])
         lines.append("")
     if result.checks:
         ok = sum(c.status == "pass" for c in result.checks)
@@ -109,11 +107,12 @@ def render_part_a(result: PartAResult) -> str:
     if result.hidden:
         ok = sum(c.status == "pass" for c in result.hidden)
         lines.append(f"hidden cases (grading mode, drawn for this run)  {ok}/{len(result.hidden)}")
-        for c in result.hidden:
+        for c in result.hidden:  # the same diagnosis: a cause, or a lesson listed once below
             lines.append(f"  {MARK[c.status]:<7} {c.name}  {c.title}"[:300])
             if c.status not in ("pass", "incomplete"):
                 lines += _wrap(f"{c.detail}")
-                lines += _wrap(f"fix: {c.lesson}") if c.lesson else []
+                lines += _cause(c.name, diag)
+        lines += _lessons([x for x in diag.lessons if _hidden(x)])
         lines.append("")
     if result.warnings or result.error:
         lines += [f"warning: {w}"[:600] for w in result.warnings]
@@ -125,6 +124,21 @@ def render_part_a(result: PartAResult) -> str:
         lines.append("")
     lines.append(_summary(result, diag))
     return "\n".join(lines)
+
+
+def _cause(case: str, diag: Diagnosis) -> list[str]:
+    if case not in diag.cause_of:
+        return []
+    return _wrap(f"cause: {diag.cause_of[case]} (root cause, above)")
+
+
+def _hidden(lesson: Lesson) -> bool:
+    """Only hidden cases have it (the published ones of its group list it otherwise)."""
+    return lesson.cases[0].startswith(HIDDEN_PREFIX)  # published cases come first
+
+
+def _lessons(lessons: list[Lesson]) -> list[str]:
+    return [line for x in lessons for line in _wrap(f"fix ({_names(x.cases, 4)}): {x.text}", 2)]
 
 
 def _summary(result: PartAResult, diag: Diagnosis) -> str:
