@@ -9,6 +9,7 @@ same diagnosis reaches the terminal report and the JSON.
 from __future__ import annotations
 
 import html
+import importlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tinytorch.cli.main import main
 from tinytorch.grading.record import CASES_MIME, cases_bundle
 from tinytorch.milestone07 import LESSONS, render_part_a, run_part_a, to_json, validate
 from tinytorch.milestone07.checks import im2col_layout
@@ -346,3 +348,31 @@ def test_a_hidden_case_points_to_its_root_cause_and_a_lesson_only_it_has_is_list
     assert "fix (hidden/fused_gelu/0, hidden/fused_gelu/1): only hidden cases say this" in flat
     page = cases_html(result.cases, compact=True, checks=result.checks, hidden=result.hidden)
     assert page.count("only hidden cases say this") == 1 and "Cause:</b> im2col layout" in page
+
+
+def test_tito_grade_prints_the_root_cause_first_and_its_cases_point_to_it(
+    tmp_path, monkeypatch, capsys
+):
+    impl = mutant(
+        tmp_path,
+        ("cols = np.empty((N, oh, ow, C, k, k)", "cols = np.empty((N, oh, ow, k, k, C)"),
+        ("cols[:, :, :, :, di, dj] = win", "cols[:, :, :, di, dj, :] = win"),
+    )
+    doc = to_json(run_part_a(impl, cases=["im2col_conv2d"]), None)
+    report = {  # what grading.grade.grade returns, as far as the summary reads it
+        "verdict": doc["verdict"], "passed": 0, "total": 4, "status": "completed", "error": None,
+        "seconds": 1.0, "cases": doc["cases"], "hidden_cases": [], "checks": doc["checks"],
+        "missing": [], "warnings": [], "diagnosis": doc["diagnosis"],
+    }  # fmt: skip
+    grading = importlib.import_module("tinytorch.grading.grade")  # the package re-exports grade
+    monkeypatch.setattr(grading, "grade", lambda *a, **k: (1, report))
+    assert main(["grade", "--impl", impl]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "root cause first:" and lines[2].startswith("  1. im2col layout (FAIL)")
+    fix = next(i for i, line in enumerate(lines) if line.strip().startswith("fix:"))
+    cases = [i for i, line in enumerate(lines) if line.startswith("  FAIL       im2col_conv2d/")]
+    assert len(cases) == 4 and fix < min(cases)  # the cause and its fix come before the cases
+    assert all(lines[i].endswith("(cause: im2col layout, above)") for i in cases)
+    [backward] = [line for line in lines if "backward (deeper check)" in line]
+    assert backward.endswith("(a consequence of im2col layout: fix that first)")
+    assert not any("(deeper check): x (2, 3, 7, 9)" in line for line in lines)  # shown once

@@ -346,6 +346,18 @@ class Diagnosis:
         """JSON-ready (the "diagnosis" field of the result JSON)."""
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Diagnosis:
+        """The Diagnosis back from to_dict()'s JSON, so a renderer of a report reads the same."""
+        return cls(
+            root_causes=[RootCause(**r) for r in doc.get("root_causes", [])],
+            lessons=[Lesson(**x) for x in doc.get("lessons", [])],
+            cause_of=dict(doc.get("cause_of", {})),
+            lesson_of=dict(doc.get("lesson_of", {})),
+            not_run=list(doc.get("not_run", [])),
+            consequence_of=dict(doc.get("consequence_of", {})),
+        )
+
     def lessons_for(self, group: str) -> list[Lesson]:
         """The lessons whose first case is in `group`, in report order."""
         return [item for item in self.lessons if item.group == group]

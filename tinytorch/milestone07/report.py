@@ -180,21 +180,32 @@ def _num(value: float | None, width: int, digits: int) -> str:
     return f"{value:{width}.{digits}f}" if value is not None else "-".rjust(width)
 
 
-def render_diagnosis_lines(diag: dict) -> list[str]:
-    """The diagnosis JSON (Diagnosis.to_dict()) as terminal lines: `tito grade`'s summary reads it."""
-    lines = []
-    for i, cause in enumerate(diag.get("root_causes", []), 1):
-        lines += _wrap(f"root cause {i}: {cause['check']}: {cause['detail']}", 2)
-        if cause.get("cases"):
-            lines += _wrap(f"explains: {_names(cause['cases'])}", 5)
-        if cause.get("consequences"):
-            lines += _wrap(_also_fail(cause["consequences"]), 5)
-        if cause.get("lesson"):
-            lines += _wrap(f"fix: {cause['lesson']}", 5)
-    for lesson in diag.get("lessons", []):
-        lines += _wrap(f"fix ({_names(lesson['cases'], 4)}): {lesson['text']}", 2)
-    if diag.get("not_run"):
-        lines += _wrap(f"not run: {', '.join(diag['not_run'])}", 2)
+def render_grade_lines(result: dict) -> list[str]:
+    """`tito grade`'s summary below its headline, from its report dict (cases, checks and the
+    JSON diagnosis): the root causes and their fixes first, then each failing case and check,
+    pointing to its root cause, then each remaining lesson once."""
+    if result.get("verdict") == "INCOMPLETE" and result.get("missing"):
+        return [f"  TODO       {line}" for line in result["missing"]]
+    diag = Diagnosis.from_dict(result.get("diagnosis") or {})
+    roots = {cause.check for cause in diag.root_causes}
+    lines = [f"  WARNING    {line}" for line in result.get("warnings", [])]
+    lines += render_root_causes(diag)  # the same lines as the Part A report's
+    for case in [*result.get("cases", []), *result.get("hidden_cases", [])]:
+        if case.get("status") != "pass":
+            cause = diag.cause_of.get(case["name"])
+            why = f" (cause: {cause}, above)" if cause else ""
+            status = str(case.get("status", "?")).upper()
+            lines.append(f"  {status:<10} {case['name']}: {case.get('detail', '')}{why}")
+    for check in result.get("checks", []):
+        name = check.get("name")
+        if check.get("status") in ("pass", "not_observed") or name in roots:
+            continue  # a root cause is shown above
+        status = str(check.get("status", "?")).upper().replace("_", " ")
+        lines.append(f"  {status:<10} {name} (deeper check): {check.get('detail', '')}")
+        lines[-1] += _follows(name, diag)
+    lines += _lessons(diag.lessons)
+    if diag.not_run:
+        lines += _wrap(f"not run: {', '.join(diag.not_run)}", 2)
     return lines
 
 
