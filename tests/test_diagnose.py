@@ -376,3 +376,52 @@ def test_tito_grade_prints_the_root_cause_first_and_its_cases_point_to_it(
     [backward] = [line for line in lines if "backward (deeper check)" in line]
     assert backward.endswith("(a consequence of im2col layout: fix that first)")
     assert not any("(deeper check): x (2, 3, 7, 9)" in line for line in lines)  # shown once
+
+
+_HANG_IN_BACKWARD = (
+    "        xd, wd = self.inputs[0].data, self.inputs[1].data\n",
+    "        while True:\n            pass\n        xd, wd = self.inputs[0].data, self.inputs[1].data\n",
+)
+
+
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_the_backward_check_says_not_run_when_skipped_and_gives_a_hang_its_lesson(tmp_path, where):
+    if where == "forward":  # every call of im2col_conv2d hangs: the backward call is skipped
+        edit = ("    Wt = _arr(weight)\n", "    Wt = _arr(weight)\n    while True:\n        pass\n")
+    else:  # only backward hangs: the 30 forward cases pass, the check's own call times out
+        edit = _HANG_IN_BACKWARD
+    result = run_part_a(mutant(tmp_path, edit), cases=["im2col_conv2d"], timeout=0.5)
+    backward = next(c for c in result.checks if c.name == "backward")
+    if where == "forward":
+        assert backward.status == "not_run" and "not run" in backward.detail, backward
+        assert "backward" in diagnose_result(result).not_run
+    else:
+        assert {c.status for c in result.cases} == {"pass"}
+        assert backward.status == "timeout" and backward.lesson == FAILURE_LESSONS["timeout"]
+        assert "stride 2, padding 1" in backward.detail  # still says on which geometry
+
+
+_GARBLE = """
+import os as _os
+def _garble():  # writes over every descriptor it can: the grader's reply pipe among them
+    for fd in range(3, 64):
+        try:
+            _os.write(fd, b"\\xff" * 64)
+        except OSError:
+            pass
+"""
+
+
+def test_a_broken_channel_gets_the_protocol_lesson_in_cases_and_checks(tmp_path):
+    impl = mutant(
+        tmp_path,
+        ("    xs = _arr(x)\n", "    _garble()\n    xs = _arr(x)\n"),
+        (_HANG_IN_BACKWARD[0], "        _garble()\n" + _HANG_IN_BACKWARD[0]),
+        append=_GARBLE,
+    )
+    result = run_part_a(impl, cases=["fused_gelu", "im2col_conv2d"], timeout=2.0)
+    first = next(c for c in result.cases if c.group == "fused_gelu")
+    assert "malformed reply" in first.detail and first.lesson == FAILURE_LESSONS["protocol"]
+    backward = next(c for c in result.checks if c.name == "backward")
+    assert "malformed reply" in backward.detail and backward.lesson == FAILURE_LESSONS["protocol"]
+    assert " ".join(FAILURE_LESSONS["protocol"].split()) in " ".join(render_part_a(result).split())
