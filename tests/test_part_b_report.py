@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tinytorch import profiling
+import sys
+
+from tinytorch.extensions import mps
+from tinytorch.extensions.torch_worker import TorchWorker
+
+from tinytorch import extensions, profiling
+from tinytorch.cli.info import backend_report
+from tinytorch.milestone07 import bench_tasks
 from tinytorch.milestone07.report import render_part_b
 from tinytorch.milestone07.results import BenchRow, PartBResult
 
@@ -79,3 +86,15 @@ def test_problem_blocks_line_up():
         assert rows
         for row in rows:  # every cell, a number or "-", ends under its column's title
             assert all(row[e - 1] != " " and row[e] == " " for e in ends), (head, row)
+
+
+def test_tito_info_part_b_the_torch_worker_and_mps_give_one_torch_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
+    said = {
+        "tito info": next(r["reason"] for r in backend_report() if r["name"] == "torch"),
+        "part b": bench_tasks._torch()[1],
+        "torch worker": TorchWorker().reason,
+        "mps": mps.available(system="Darwin")[1],  # the hint MPS gives on a Mac
+    }
+    assert set(said.values()) == {extensions.TORCH_MISSING}, said
+    assert "pip install torch==2.13.0" in extensions.TORCH_HINT  # README command 2's pin
