@@ -425,3 +425,41 @@ def test_a_broken_channel_gets_the_protocol_lesson_in_cases_and_checks(tmp_path)
     backward = next(c for c in result.checks if c.name == "backward")
     assert "malformed reply" in backward.detail and backward.lesson == FAILURE_LESSONS["protocol"]
     assert " ".join(FAILURE_LESSONS["protocol"].split()) in " ".join(render_part_a(result).split())
+
+
+def test_a_failing_col2im_coverage_check_is_the_root_cause_of_the_col2im_cases(tmp_path):
+    impl = mutant(
+        tmp_path,
+        ("dj : dj + stride * ow : stride] += patch", "dj : dj + stride * ow : stride] = patch"),
+    )
+    result = run_part_a(impl, cases=["col2im"])
+    diag = diagnose_result(result)
+    failing = [c.name for c in result.cases if c.status == "fail"]
+    assert failing and [r.check for r in diag.root_causes] == ["col2im coverage"]
+    assert diag.root_causes[0].cases == failing and not diag.lessons
+    assert diag.consequence_of == {"backward": "col2im coverage"}  # grad x goes through col2im
+    text = " ".join(render_part_a(result).split())
+    assert text.index("root cause first: 1. col2im coverage") < text.index("FAIL col2im/")
+    assert text.count("scatter-ADD (+=) each column back to its window") == 1
+
+
+def test_the_tiling_audit_leads_but_never_hides_the_lessons_of_wrong_values(tmp_path):
+    # Two bugs: K is not tiled (one product over all of K: values right, audit fails) and the
+    # ragged last tile on M is dropped (values wrong). A block larger than the tile changes no
+    # value, so the audit leads but claims no case: the ragged-M lesson stays.
+    impl = mutant(
+        tmp_path,
+        ("for i0 in range(0, M, tile_size)", "for i0 in range(0, M - M % tile_size, tile_size)"),
+        ("C[i0:i1, j0:j1] += A[i0:i1, k0:k1] @ B[k0:k1, j0:j1]",
+         "C[i0:i1, j0:j1] = A[i0:i1, :] @ B[:, j0:j1]"),
+    )  # fmt: skip
+    result = run_part_a(impl, cases=["tiled_matmul"])
+    diag = diagnose_result(result)
+    failing = [c.name for c in result.cases if c.status == "fail"]
+    assert failing and diag.root_causes[0].check == "tiling audit"
+    assert "larger than the tile" in diag.root_causes[0].detail
+    assert not diag.cause_of and set(diag.lesson_of) == set(failing)  # their own lessons
+    assert any("ragged last tile on M" in x.text for x in diag.lessons)
+    text = " ".join(render_part_a(result).split())
+    assert text.index("root cause first: 1. tiling audit") < text.index("ragged last tile on M")
+    assert "not a tiled kernel" in text and "cause: tiling audit (root cause" not in text

@@ -68,6 +68,10 @@ CONTRADICTED = (
 # (forward) and col2im (grad x), so with either broken it fails too; it is a consequence, not a
 # second root cause with a lesson of its own.
 CONSEQUENCES = {"backward": ("im2col layout", "col2im coverage")}
+# A failing check whose finding changes no value (a block product larger than the tile gives the
+# right C): it is a root cause, but wrong values are not its doing, so it explains no case and the
+# cases keep their own lessons (two bugs, two fixes).
+VALUE_BLIND = ("tiling audit",)
 _CHECK_OK = ("pass",)
 _CHECK_SILENT = ("pass", "not_observed", "incomplete", "not_run")  # never a root cause
 
@@ -393,6 +397,7 @@ def diagnose(cases: Sequence[Any], checks: Sequence[Any] = ()) -> Diagnosis:
             diag.consequence_of[check.name] = upstream[0]
             continue
         explained = [c for c in failing if c.status == "fail" and _explains(check.blame, c.group)]
+        explained = [] if check.name in VALUE_BLIND else explained
         explained = [c for c in explained if c.name not in diag.cause_of]
         names_cause = getattr(check, "names_cause", True)
         for c in explained:
