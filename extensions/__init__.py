@@ -11,6 +11,10 @@ import importlib.util
 import sys
 from collections.abc import Callable
 
+# The one torch install hint: `tito info`, Part B's rows, the torch worker and MPS all say it.
+TORCH_HINT = "pip install torch==2.13.0 for the CPU wheel"
+TORCH_MISSING = f"torch is not installed ({TORCH_HINT})"
+
 
 def _row(name: str, probe: Callable[[], tuple[bool, str]]) -> dict[str, object]:
     try:
@@ -29,7 +33,7 @@ def _simd() -> tuple[bool, str]:
 def _torch_cpu() -> tuple[bool, str]:
     # Not imported here: torch loads its own libgomp into the process (see simd/bench notes).
     if importlib.util.find_spec("torch") is None:
-        return False, "torch is not installed (pip install torch==2.13.0 for the CPU wheel)"
+        return False, TORCH_MISSING
     if "torch" in sys.modules:
         version = sys.modules["torch"].__version__
     else:

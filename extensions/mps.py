@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from . import TORCH_MISSING
+
 
 def _torch_module() -> Any | None:
     """torch if it is installed, imported only on demand (it costs a second and ~300 MB)."""
@@ -32,7 +34,7 @@ def available(torch_module: Any | None = None, system: str | None = None) -> tup
         return False, f"MPS needs macOS with Metal; this is {system or 'an unknown OS'}"
     torch = torch_module if torch_module is not None else _torch_module()
     if torch is None:
-        return False, "torch is not installed (pip install torch)"
+        return False, TORCH_MISSING
     backend = getattr(getattr(torch, "backends", None), "mps", None)
     if backend is None:
         return False, f"torch {getattr(torch, '__version__', '?')} has no MPS backend"

@@ -30,6 +30,8 @@ REQUEST_TIMEOUT_S = 600.0  # one timed request, however large
 from tinytorch import profiling
 from tinytorch.profiling import per_call
 
+from . import TORCH_MISSING
+
 
 def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
     """Answer one request (see the module docstring): the median of profiling.per_call's samples."""
@@ -116,7 +118,7 @@ class TorchWorker:
         self.version = ""
         self.timeout = timeout
         if importlib.util.find_spec("torch") is None:
-            self.reason = "torch is not installed (pip install torch==2.13.0 for the CPU wheel)"
+            self.reason = TORCH_MISSING
             return
         from tinytorch.milestone07.sandbox import Sandbox
 

@@ -29,6 +29,7 @@
 # Setup. On Colab: install TinyTorch when it is not importable (TINYTORCH_PIP is a form field: where
 # your course publishes it), and turn on Colab's widget manager. Elsewhere this cell does nothing.
 import importlib.util
+import os
 import subprocess
 import sys
 
@@ -42,10 +43,12 @@ if colab_output is not None and importlib.util.find_spec("tinytorch") is None:
     if not TINYTORCH_PIP.strip() or "<" in TINYTORCH_PIP or ">" in TINYTORCH_PIP:
         raise SystemExit(f"TINYTORCH_PIP {TINYTORCH_PIP!r} is a placeholder: {fix}.")
     pip = [sys.executable, "-m", "pip", "install", "-q", TINYTORCH_PIP]
-    done = subprocess.run(pip, check=False, capture_output=True, text=True)
-    said = (done.stderr or done.stdout or f"pip exit {done.returncode}").strip().splitlines()
-    if done.returncode != 0:
-        raise SystemExit(f"Could not install TinyTorch from {TINYTORCH_PIP!r} ({said[-1]}): {fix}.")
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # a private or missing repo: fail, never ask
+    done = subprocess.run(pip, check=False, capture_output=True, text=True, env=env)
+    said = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
+    why = [ln for ln in said if ln.startswith(("fatal:", "ERROR:"))] + said[-1:] + ["pip failed"]
+    if done.returncode != 0:  # why[0]: git's or pip's own error, not pip's closing note
+        raise SystemExit(f"Could not install TinyTorch from {TINYTORCH_PIP!r} ({why[0]}): {fix}.")
 if colab_output is not None:
     colab_output.enable_custom_widget_manager()
 
@@ -137,7 +140,12 @@ adjoint = walk("col2im")
 
 # %%
 part_a = m07.run_part_a(IMPL, seed=None if GRADING else SEED, timeout=TIMEOUT, grading=GRADING)
-show(cases_bundle(part_a.cases, stage="gate", compact=True, checks=part_a.checks))
+# the hidden cases (grading mode) join the same diagnosis as in the JSON report
+show(
+    cases_bundle(
+        part_a.cases, stage="gate", compact=True, checks=part_a.checks, hidden=part_a.hidden
+    )
+)
 show(checks_bundle(part_a.checks))
 drawn = viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
 

@@ -33,16 +33,17 @@ def _run_setup_cell() -> dict:
     return namespace
 
 
-PIP_RESULT = {"code": 0, "stderr": ""}
+PIP_RESULT: dict = {"code": 0, "stderr": "", "env": None}
 
 
 @pytest.fixture
 def pip_calls(monkeypatch):
     calls = []
-    PIP_RESULT.update(code=0, stderr="")
+    PIP_RESULT.update(code=0, stderr="", env=None)
 
     def fake_run(cmd, *args, **kwargs):
         calls.append(list(cmd))
+        PIP_RESULT["env"] = kwargs.get("env")
         return subprocess.CompletedProcess(cmd, PIP_RESULT["code"], "", PIP_RESULT["stderr"])
 
     monkeypatch.setattr(subprocess, "run", fake_run)
@@ -148,3 +149,53 @@ def test_an_unreachable_source_is_one_line_not_a_pip_traceback(monkeypatch, cola
     assert len(pip_calls) == 1 and "\n" not in message and "Traceback" not in message
     assert "Could not install TinyTorch" in message and "Could not find a version" in message
     assert colab.enabled == 0  # stopped before the widgets, with the reason
+
+
+# What pip 24 prints (with -q) when git cannot clone: git's own line first, then pip's wrapping.
+GIT_CLONE_FAILED = """\
+  fatal: could not read Username for 'https://github.com': terminal prompts disabled
+  error: subprocess-exited-with-error
+
+  × git clone --filter=blob:none --quiet https://github.com/x/y.git /tmp/pip-req-build-1 did not run successfully.
+  │ exit code: 128
+  ╰─> See above for output.
+
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: subprocess-exited-with-error
+
+× git clone --filter=blob:none --quiet https://github.com/x/y.git /tmp/pip-req-build-1 did not run successfully.
+│ exit code: 128
+╰─> See above for output.
+
+note: This error originates from a subprocess, and is likely not a problem with pip.
+"""
+NO_HOST = GIT_CLONE_FAILED.replace(
+    "fatal: could not read Username for 'https://github.com': terminal prompts disabled",
+    "fatal: unable to access 'https://github.com/x/y.git/': Could not resolve host: github.com",
+)
+NO_DISTRIBUTION = """\
+ERROR: Could not find a version that satisfies the requirement tinytorch-m07 (from versions: none)
+ERROR: No matching distribution found for tinytorch-m07
+"""
+
+
+@pytest.mark.parametrize(
+    "stderr, cause",
+    [
+        (GIT_CLONE_FAILED, "fatal: could not read Username for 'https://github.com'"),
+        (NO_HOST, "Could not resolve host: github.com"),
+        (NO_DISTRIBUTION, "ERROR: Could not find a version that satisfies the requirement"),
+    ],
+    ids=["private_repo", "no_network", "no_distribution"],
+)
+def test_a_failed_install_names_git_or_pips_first_error_not_pips_closing_note(
+    monkeypatch, colab, pip_calls, stderr, cause
+):
+    _tinytorch_missing(monkeypatch)
+    PIP_RESULT.update(code=1, stderr=stderr)
+    with pytest.raises(SystemExit) as exc:
+        _run_setup_cell()
+    message = str(exc.value)
+    assert "\n" not in message and cause in message, message
+    assert "likely not a problem with pip" not in message and "subprocess-exited" not in message
+    assert PIP_RESULT["env"]["GIT_TERMINAL_PROMPT"] == "0"  # git fails instead of prompting

@@ -8,14 +8,23 @@ same diagnosis reaches the terminal report and the JSON.
 
 from __future__ import annotations
 
+import html
+import importlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
+from tinytorch.cli.main import main
+from tinytorch.grading.record import CASES_MIME, cases_bundle
 from tinytorch.milestone07 import LESSONS, render_part_a, run_part_a, to_json, validate
+from tinytorch.milestone07.checks import im2col_layout
 from tinytorch.milestone07.diagnose import FAILURE_LESSONS, diagnose, diagnose_result
+from tinytorch.milestone07.references import ref_im2col
+from tinytorch.milestone07.results import CaseResult, CheckResult, PartAResult
+from tinytorch.viz.tables import cases_html, cases_text
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 
@@ -34,8 +43,118 @@ def _case(name, group, status="fail", lesson="a lesson"):
     return SimpleNamespace(name=name, group=group, status=status, lesson=lesson)
 
 
-def _check(name, status, blame=(), lesson="check lesson"):
-    return SimpleNamespace(name=name, status=status, detail="d", lesson=lesson, blame=list(blame))
+def _check(name, status, blame=(), lesson="check lesson", names_cause=True):
+    return SimpleNamespace(
+        name=name, status=status, detail="d", lesson=lesson, blame=list(blame),
+        names_cause=names_cause,
+    )  # fmt: skip
+
+
+class _Im2colAs:
+    """A stand-in for StudentCalls whose im2col answers with `make(x, k, s, p)`, in float32."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def call(self, fn, args, kwargs, **_opts):
+        x, k = args
+        out = self.make(x, k, kwargs["stride"], kwargs["padding"])
+        return {"status": "ok", "output": out.astype(np.float32)}
+
+
+def _pad(top_left, bottom_right):
+    def make(x, k, s, p):
+        side = (top_left * p, bottom_right * p)
+        return ref_im2col(np.pad(x, ((0, 0), (0, 0), side, side)), k, s, 0)
+
+    return make
+
+
+def _stride_one_start(x, k, s, p):
+    n, _, h, w = x.shape
+    full = ref_im2col(x, k, 1, p).reshape(n, h + 2 * p - k + 1, w + 2 * p - k + 1, -1)
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    return full[:, :oh, :ow].reshape(n * oh * ow, -1)
+
+
+@pytest.mark.parametrize(
+    "make, says, lesson",
+    [
+        (_pad(0, 2), "bottom and right only", "Pad both sides"),
+        (_pad(2, 0), "top and left only", "Pad both sides"),
+        (lambda x, k, s, p: ref_im2col(x, k, s, 0), "padding is left out", "Pad both sides"),
+        (_stride_one_start, "step by 1, not by the stride", "step the slices by s"),
+        (lambda x, k, s, p: ref_im2col(x, k, 1, p), "stride is ignored", "step the slices by s"),
+        (
+            lambda x, k, s, p: ref_im2col(x, k, s, p)
+            .reshape(-1, x.shape[1], k, k).transpose(0, 2, 3, 1).reshape(-1, x.shape[1] * k * k),
+            "(kernel row, kernel col, channel)",
+            "Order the columns (channel, kernel row, kernel col)",
+        ),
+    ],
+    ids=["pad_after", "pad_before", "no_padding", "steps_by_one", "stride_ignored", "kc_first"],
+)  # fmt: skip
+def test_the_im2col_layout_check_names_padding_stride_and_column_order_bugs(make, says, lesson):
+    check = im2col_layout(_Im2colAs(make), seed=0)
+    assert check.status == "fail" and says in check.detail, check.detail
+    assert lesson in check.lesson and check.names_cause, check.lesson
+    if "Order the columns" not in lesson:
+        assert LESSONS["conv"] not in check.lesson  # no column-order lesson for another bug
+
+
+def test_an_im2col_layout_failure_with_no_usual_bug_names_no_cause():
+    check = im2col_layout(_Im2colAs(lambda x, k, s, p: 2.0 * ref_im2col(x, k, s, p)), seed=0)
+    assert check.status == "fail" and not check.names_cause
+
+
+def test_cases_keep_their_own_lessons_under_a_root_cause_that_names_no_cause():
+    padding = LESSONS["conv_padding"] + " " + LESSONS["conv"]
+    cases = [
+        _case("im2col_conv2d/pad1", "im2col_conv2d", lesson=padding),
+        _case("im2col_conv2d/k2", "im2col_conv2d", lesson=LESSONS["conv"]),
+    ]
+    vague = _check("im2col layout", "fail", ["im2col"], LESSONS["conv"], names_cause=False)
+    diag = diagnose(cases, [vague])
+    assert diag.cause_of == {c.name: "im2col layout" for c in cases}  # they still point to it
+    # ... and keep what only they say (the root cause already shows the column-order lesson)
+    assert diag.lesson_of == {"im2col_conv2d/pad1": LESSONS["conv_padding"]}
+    named = diagnose(cases, [_check("im2col layout", "fail", ["im2col"], "Pad both sides.")])
+    assert named.lesson_of == {} and named.lessons == []
+
+
+def test_backward_failing_after_an_im2col_or_col2im_failure_is_a_consequence():
+    cases = [_case("im2col_conv2d/pad1", "im2col_conv2d")]
+    for upstream, blame in (("im2col layout", "im2col"), ("col2im coverage", "col2im")):
+        checks = [
+            _check(upstream, "fail", [blame], "the real lesson"),
+            _check("backward", "fail", ["im2col_conv2d"], "grad weight = g2.T @ cols ..."),
+        ]
+        diag = diagnose(cases, checks)
+        assert [r.check for r in diag.root_causes] == [upstream]
+        assert diag.root_causes[0].consequences == ["backward"]
+        assert diag.consequence_of == {"backward": upstream}
+    alone = diagnose(cases, [_check("backward", "fail", ["im2col_conv2d"])])
+    assert [r.check for r in alone.root_causes] == ["backward"] and not alone.consequence_of
+
+
+def test_the_padding_bug_leads_with_the_padding_lesson_and_backward_follows_from_it(tmp_path):
+    impl = mutant(
+        tmp_path,
+        (
+            "((0, 0), (0, 0), (padding, padding), (padding, padding))",
+            "((0, 0), (0, 0), (0, 2 * padding), (0, 2 * padding))",
+        ),
+    )
+    result = run_part_a(impl, cases=["im2col_conv2d"])
+    diag = diagnose_result(result)
+    assert [r.check for r in diag.root_causes] == ["im2col layout"]
+    assert "Pad both sides" in diag.root_causes[0].lesson
+    assert diag.consequence_of == {"backward": "im2col layout"}
+    text = " ".join(render_part_a(result).split())
+    assert LESSONS["conv"] not in text  # the column-order lesson would point away from the bug
+    assert "grad weight = g2.T @ cols" not in text  # nor backward's own lesson
+    assert "backward (deeper check, a consequence: fix this first)" in text
+    assert "a consequence of im2col layout: fix that first" in text
 
 
 def test_a_deeper_check_that_explains_a_group_leads_and_its_cases_point_to_it(tmp_path):
@@ -163,3 +282,184 @@ def test_the_json_carries_the_same_diagnosis_and_validates(tmp_path):
     assert doc["diagnosis"] == json.loads(json.dumps(diagnose_result(result).to_dict()))
     assert doc["diagnosis"]["lessons"] and "+=" in doc["diagnosis"]["lessons"][0]["text"]
     json.dumps(doc)  # evidence included: JSON-able
+
+
+def test_the_notebook_walk_names_the_column_order_bug_without_the_checks(tmp_path):
+    # The notebook's walk runs one group with checks=False: the conv cases' own lessons must say
+    # what the layout check would have said, not "pad both sides".
+    impl = mutant(
+        tmp_path,
+        ("cols = np.empty((N, oh, ow, C, k, k)", "cols = np.empty((N, oh, ow, k, k, C)"),
+        ("cols[:, :, :, :, di, dj] = win", "cols[:, :, :, di, dj, :] = win"),
+    )
+    result = run_part_a(impl, cases=["im2col_conv2d"], checks=False)
+    assert not result.checks and {c.status for c in result.cases} == {"fail"}
+    diag = diagnose_result(result)
+    assert len(diag.lessons) == 1, diag.lessons  # one lesson, for all four cases
+    assert "columns are ordered (kernel row, kernel col, channel)" in diag.lessons[0].text
+    table = cases_text(result.cases)
+    assert LESSONS["conv_padding"] not in table and LESSONS["conv_stride"] not in table
+
+
+def test_hidden_cases_go_through_the_same_diagnosis_in_report_notebook_and_json(tmp_path):
+    impl = mutant(
+        tmp_path,
+        ("for k0 in range(0, K, tile_size)", "for k0 in range(0, K - K % tile_size, tile_size)"),
+    )
+    result = run_part_a(impl, cases=["tiled_matmul"], grading=True, seed=11)
+    hidden = [c.name for c in result.hidden if c.status == "fail"]
+    assert hidden, "a dropped ragged K tile fails every hidden case (K is never a multiple)"
+    doc = to_json(result, None)
+    [lesson] = doc["diagnosis"]["lessons"]  # collapsed: published and hidden cases alike
+    assert set(hidden) <= set(lesson["cases"])
+    text = " ".join(lesson["text"].split())
+    report = render_part_a(result)
+    assert " ".join(report.split()).count(text) == 1  # no raw per-case fix line for hidden cases
+    assert not [line for line in report.splitlines() if line.strip().startswith("fix:")]
+    bundle = cases_bundle(result.cases, "gate", compact=True, checks=result.checks,
+                          hidden=result.hidden)  # fmt: skip
+    page = bundle["text/html"]
+    assert page.count(html.escape(lesson["text"])) == 1 and all(n in page for n in hidden)
+    assert bundle["text/plain"].count(lesson["text"]) == 1
+    assert [c["name"] for c in bundle[CASES_MIME]["cases"]] == [c.name for c in result.cases]
+
+
+def test_a_hidden_case_points_to_its_root_cause_and_a_lesson_only_it_has_is_listed_once():
+    def case(name, group, status, lesson=""):
+        return CaseResult(name, group, name, status, 1.0, None, "wrong", lesson, 0.0, [group])
+
+    result = PartAResult(
+        "NOT_PASSED", "student.py", 3,
+        [case("im2col_conv2d/pad1", "im2col_conv2d", "pass"), case("fused_gelu/zeros", "fused_gelu", "pass")],
+        [CheckResult("im2col layout", "fail", "padded on one side", "Pad both sides.", ["im2col"])],
+        [], 1.0, grading=True,
+        hidden=[
+            case("hidden/im2col_conv2d/0", "im2col_conv2d", "fail", LESSONS["conv"]),
+            case("hidden/fused_gelu/0", "fused_gelu", "fail", "only hidden cases say this"),
+            case("hidden/fused_gelu/1", "fused_gelu", "fail", "only hidden cases say this"),
+        ],
+    )  # fmt: skip
+    lines = render_part_a(result).splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("  FAIL    hidden/im2col")))
+    assert "cause: im2col layout (root cause, above)" in " ".join(lines[at : at + 3])
+    flat = " ".join(lines)
+    assert LESSONS["conv"] not in flat  # the root cause replaces its lesson
+    assert flat.count("only hidden cases say this") == 1
+    assert "fix (hidden/fused_gelu/0, hidden/fused_gelu/1): only hidden cases say this" in flat
+    page = cases_html(result.cases, compact=True, checks=result.checks, hidden=result.hidden)
+    assert page.count("only hidden cases say this") == 1 and "Cause:</b> im2col layout" in page
+
+
+def test_tito_grade_prints_the_root_cause_first_and_its_cases_point_to_it(
+    tmp_path, monkeypatch, capsys
+):
+    impl = mutant(
+        tmp_path,
+        ("cols = np.empty((N, oh, ow, C, k, k)", "cols = np.empty((N, oh, ow, k, k, C)"),
+        ("cols[:, :, :, :, di, dj] = win", "cols[:, :, :, di, dj, :] = win"),
+    )
+    doc = to_json(run_part_a(impl, cases=["im2col_conv2d"]), None)
+    report = {  # what grading.grade.grade returns, as far as the summary reads it
+        "verdict": doc["verdict"], "passed": 0, "total": 4, "status": "completed", "error": None,
+        "seconds": 1.0, "cases": doc["cases"], "hidden_cases": [], "checks": doc["checks"],
+        "missing": [], "warnings": [], "diagnosis": doc["diagnosis"],
+    }  # fmt: skip
+    grading = importlib.import_module("tinytorch.grading.grade")  # the package re-exports grade
+    monkeypatch.setattr(grading, "grade", lambda *a, **k: (1, report))
+    assert main(["grade", "--impl", impl]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "root cause first:" and lines[2].startswith("  1. im2col layout (FAIL)")
+    fix = next(i for i, line in enumerate(lines) if line.strip().startswith("fix:"))
+    cases = [i for i, line in enumerate(lines) if line.startswith("  FAIL       im2col_conv2d/")]
+    assert len(cases) == 4 and fix < min(cases)  # the cause and its fix come before the cases
+    assert all(lines[i].endswith("(cause: im2col layout, above)") for i in cases)
+    [backward] = [line for line in lines if "backward (deeper check)" in line]
+    assert backward.endswith("(a consequence of im2col layout: fix that first)")
+    assert not any("(deeper check): x (2, 3, 7, 9)" in line for line in lines)  # shown once
+
+
+_HANG_IN_BACKWARD = (
+    "        xd, wd = self.inputs[0].data, self.inputs[1].data\n",
+    "        while True:\n            pass\n        xd, wd = self.inputs[0].data, self.inputs[1].data\n",
+)
+
+
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_the_backward_check_says_not_run_when_skipped_and_gives_a_hang_its_lesson(tmp_path, where):
+    if where == "forward":  # every call of im2col_conv2d hangs: the backward call is skipped
+        edit = ("    Wt = _arr(weight)\n", "    Wt = _arr(weight)\n    while True:\n        pass\n")
+    else:  # only backward hangs: the 30 forward cases pass, the check's own call times out
+        edit = _HANG_IN_BACKWARD
+    result = run_part_a(mutant(tmp_path, edit), cases=["im2col_conv2d"], timeout=0.5)
+    backward = next(c for c in result.checks if c.name == "backward")
+    if where == "forward":
+        assert backward.status == "not_run" and "not run" in backward.detail, backward
+        assert "backward" in diagnose_result(result).not_run
+    else:
+        assert {c.status for c in result.cases} == {"pass"}
+        assert backward.status == "timeout" and backward.lesson == FAILURE_LESSONS["timeout"]
+        assert "stride 2, padding 1" in backward.detail  # still says on which geometry
+
+
+_GARBLE = """
+import os as _os
+def _garble():  # writes over every descriptor it can: the grader's reply pipe among them
+    for fd in range(3, 64):
+        try:
+            _os.write(fd, b"\\xff" * 64)
+        except OSError:
+            pass
+"""
+
+
+def test_a_broken_channel_gets_the_protocol_lesson_in_cases_and_checks(tmp_path):
+    impl = mutant(
+        tmp_path,
+        ("    xs = _arr(x)\n", "    _garble()\n    xs = _arr(x)\n"),
+        (_HANG_IN_BACKWARD[0], "        _garble()\n" + _HANG_IN_BACKWARD[0]),
+        append=_GARBLE,
+    )
+    result = run_part_a(impl, cases=["fused_gelu", "im2col_conv2d"], timeout=2.0)
+    first = next(c for c in result.cases if c.group == "fused_gelu")
+    assert "malformed reply" in first.detail and first.lesson == FAILURE_LESSONS["protocol"]
+    backward = next(c for c in result.checks if c.name == "backward")
+    assert "malformed reply" in backward.detail and backward.lesson == FAILURE_LESSONS["protocol"]
+    assert " ".join(FAILURE_LESSONS["protocol"].split()) in " ".join(render_part_a(result).split())
+
+
+def test_a_failing_col2im_coverage_check_is_the_root_cause_of_the_col2im_cases(tmp_path):
+    impl = mutant(
+        tmp_path,
+        ("dj : dj + stride * ow : stride] += patch", "dj : dj + stride * ow : stride] = patch"),
+    )
+    result = run_part_a(impl, cases=["col2im"])
+    diag = diagnose_result(result)
+    failing = [c.name for c in result.cases if c.status == "fail"]
+    assert failing and [r.check for r in diag.root_causes] == ["col2im coverage"]
+    assert diag.root_causes[0].cases == failing and not diag.lessons
+    assert diag.consequence_of == {"backward": "col2im coverage"}  # grad x goes through col2im
+    text = " ".join(render_part_a(result).split())
+    assert text.index("root cause first: 1. col2im coverage") < text.index("FAIL col2im/")
+    assert text.count("scatter-ADD (+=) each column back to its window") == 1
+
+
+def test_the_tiling_audit_leads_but_never_hides_the_lessons_of_wrong_values(tmp_path):
+    # Two bugs: K is not tiled (one product over all of K: values right, audit fails) and the
+    # ragged last tile on M is dropped (values wrong). A block larger than the tile changes no
+    # value, so the audit leads but claims no case: the ragged-M lesson stays.
+    impl = mutant(
+        tmp_path,
+        ("for i0 in range(0, M, tile_size)", "for i0 in range(0, M - M % tile_size, tile_size)"),
+        ("C[i0:i1, j0:j1] += A[i0:i1, k0:k1] @ B[k0:k1, j0:j1]",
+         "C[i0:i1, j0:j1] = A[i0:i1, :] @ B[:, j0:j1]"),
+    )  # fmt: skip
+    result = run_part_a(impl, cases=["tiled_matmul"])
+    diag = diagnose_result(result)
+    failing = [c.name for c in result.cases if c.status == "fail"]
+    assert failing and diag.root_causes[0].check == "tiling audit"
+    assert "larger than the tile" in diag.root_causes[0].detail
+    assert not diag.cause_of and set(diag.lesson_of) == set(failing)  # their own lessons
+    assert any("ragged last tile on M" in x.text for x in diag.lessons)
+    text = " ".join(render_part_a(result).split())
+    assert text.index("root cause first: 1. tiling audit") < text.index("ragged last tile on M")
+    assert "not a tiled kernel" in text and "cause: tiling audit (root cause" not in text

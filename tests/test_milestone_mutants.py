@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tinytorch.milestone07 import run_part_a
+from tinytorch.milestone07 import render_part_a, run_part_a
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 IM2COL = frozenset({"im2col", "im2col_conv2d"})  # an im2col bug also breaks the convolution
@@ -25,14 +25,16 @@ class Mutant:
     blame: frozenset[str]  # exactly the functions the report must point at
     edits: tuple[tuple[str, str], ...] = ()  # (exact snippet, replacement), each applied once
     append: str = ""  # a redefinition appended to the module
-    lesson: str = ""  # a phrase some failing lesson or detail must contain
+    lesson: str = ""  # a phrase the rendered report (a lesson or a detail) must contain
+    leads: bool = False  # the report's first fix must contain `lesson`: it names the bug first
 
 
 def _m(
-    name: str, fn: str | frozenset[str], *edits: tuple[str, str], append: str = "", lesson: str = ""
-) -> Mutant:
+    name: str, fn: str | frozenset[str], *edits: tuple[str, str], append: str = "", lesson: str = "",
+    leads: bool = False,
+) -> Mutant:  # fmt: skip
     blame = frozenset({fn}) if isinstance(fn, str) else fn
-    return Mutant(name, blame, tuple(edits), append, lesson)
+    return Mutant(name, blame, tuple(edits), append, lesson, leads)
 
 
 MUTANTS = [
@@ -44,14 +46,14 @@ MUTANTS = [
        lesson="ragged last tile on N"),
     _m("ragged_k_dropped", "tiled_matmul",
        ("for k0 in range(0, K, tile_size)", "for k0 in range(0, K - K % tile_size, tile_size)"),
-       lesson="ragged last k-tile"),
+       lesson="ragged last k-tile", leads=True),
     _m("assign_not_accumulate", "tiled_matmul",
-       ("C[i0:i1, j0:j1] += A", "C[i0:i1, j0:j1] = A"), lesson="+="),
+       ("C[i0:i1, j0:j1] += A", "C[i0:i1, j0:j1] = A"), lesson="+=", leads=True),
     _m("off_by_one_tile_end", "tiled_matmul",
        ("k1 = min(k0 + tile_size, K)", "k1 = min(k0 + tile_size - 1, K)"), lesson="min("),
     _m("whole_matmul_posing_as_tiles", "tiled_matmul",
        ("C[i0:i1, j0:j1] += A[i0:i1, k0:k1] @ B[k0:k1, j0:j1]", "C[i0:i1, j0:j1] = (A @ B)[i0:i1, j0:j1]"),
-       lesson="not a tiled kernel"),
+       lesson="not a tiled kernel", leads=True),
     _m("gelu_wrong_constant", "fused_gelu", ("np.sqrt(2 / np.pi)", "np.sqrt(np.pi / 2)")),
     _m("gelu_erf", "fused_gelu", append='''
 import math
@@ -80,21 +82,21 @@ def fused_gelu(x):
     _m("im2col_column_order", IM2COL,
        ("cols = np.empty((N, oh, ow, C, k, k), dtype=np.float32)", "cols = np.empty((N, oh, ow, k, k, C), dtype=np.float32)"),
        ("cols[:, :, :, :, di, dj] = win", "cols[:, :, :, di, dj, :] = win"),
-       lesson="(kernel row, kernel col, channel)"),
+       lesson="Order the columns (channel, kernel row, kernel col)", leads=True),
     _m("im2col_stride_ignored", IM2COL,
        ("win = Xp[:, :, di : di + stride * oh : stride, dj : dj + stride * ow : stride]", "win = Xp[:, :, di : di + oh, dj : dj + ow]"),
-       lesson="stride"),
+       lesson="step the slices by s", leads=True),
     _m("im2col_padding_one_side", IM2COL,
        ("((0, 0), (0, 0), (padding, padding), (padding, padding))", "((0, 0), (0, 0), (0, 2 * padding), (0, 2 * padding))"),
-       lesson="Pad both sides"),
+       lesson="Pad both sides", leads=True),
     _m("col2im_assigns", COL2IM,
        ("dj : dj + stride * ow : stride] += patch", "dj : dj + stride * ow : stride] = patch"),
-       lesson="ADD"),
+       lesson="scatter-ADD", leads=True),
     _m("col2im_no_crop", COL2IM,
        ("return Tensor(xp[:, :, padding : padding + H, padding : padding + W])", "return Tensor(xp)"),
-       lesson="crop"),
+       lesson="crop the padding", leads=True),
     _m("conv_bias_dropped", "im2col_conv2d", ("        out = out + _arr(bias)\n", "        pass\n"),
-       lesson="bias is missing"),
+       lesson="bias is missing", leads=True),
     # the backward pass (graded by the "backward" check; the 30 forward cases still pass)
     _m("grad_x_assigned_not_added", "im2col_conv2d",
        ("grad_x = col2im(dcols, xd.shape, k, self.stride, self.padding).data",
@@ -169,8 +171,28 @@ def test_mutant_is_caught_and_blamed(mutant: Mutant, tmp_path: Path) -> None:
     assert result.blamed() == mutant.blame, [(f.name, f.blame, f.detail) for f in failures]
     untouched = {c.group for c in result.cases} - mutant.blame
     assert all(c.status == "pass" for c in result.cases if c.group in untouched)
-    text = " ".join(f"{f.detail} {f.lesson}" for f in failures)
-    assert mutant.lesson in text, f"no failure mentions {mutant.lesson!r}: {text[:600]}"
+    report = render_part_a(result)  # what the student reads, not the raw CaseResult lessons
+    text = " ".join(report.split())
+    assert mutant.lesson in text, f"the report never says {mutant.lesson!r}: {text[:900]}"
+    if mutant.leads:
+        first = first_fix(report)
+        assert mutant.lesson in first, f"the first fix shown is not {mutant.lesson!r}: {first}"
+
+
+def first_fix(report: str) -> str:
+    """The first lesson a rendered report shows (a root cause's `fix:`, else a `fix (cases):`)."""
+    lines = report.splitlines()
+    fix = ("fix:", "fix (")
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(fix))
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    text = [lines[start].strip()]
+    for line in lines[start + 1 :]:  # its wrapped continuation: same indent, not a new item
+        if not line.strip() or line.lstrip().startswith(fix):
+            break
+        if len(line) - len(line.lstrip()) != indent:
+            break
+        text.append(line.strip())
+    return " ".join(text)
 
 
 def test_there_are_at_least_15_bug_mutants() -> None:

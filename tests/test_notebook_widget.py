@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib
@@ -12,7 +13,16 @@ import ipywidgets as w
 import pytest
 
 from tinytorch.viz.bugs import BUGS, YOURS
-from tinytorch.viz.widget import DEFAULT_TILES, HEATMAP, HINT, SHAPES, SPEED, TileHeatmap
+from tinytorch.viz.widget import (
+    DEFAULT_TILES,
+    HEATMAP,
+    HINT,
+    SHAPES,
+    SPEED,
+    TileHeatmap,
+    draw_tile_throughput,
+    tile_throughput,
+)
 
 CORE = (w.VBox, w.HBox, w.SelectMultiple, w.HTML, w.Output, w.Dropdown, w.ToggleButtons)
 
@@ -161,3 +171,20 @@ def test_speed_view_draws_the_timer_result():
     heat.view.value = SPEED
     assert calls == ["m"] and heat.last_speed["numpy_gflops"] == 9.0
     assert "tile 4: no result" in heat.status.value and heat.shown == SPEED
+
+
+def test_tile_throughput_times_a_real_kernel_at_a_tiny_size_and_draws_it():
+    impl = str(Path(__file__).parent / "mutants" / "student_base.py")
+    data = tile_throughput(impl, size=32, tiles=(8, 16), repeats=1)  # in a child, ~1 s
+    assert data["size"] == 32 and data["tiles"] == [8, 16] and data["errors"] == []
+    assert all(g is not None and g > 0 for g in data["gflops"]), data
+    assert data["numpy_gflops"] > 0
+    fig = draw_tile_throughput(data)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "your tiled_matmul",
+        "NumPy (BLAS)",
+    ]
+    assert list(ax.lines[0].get_xdata()) == [8, 16]
+    assert list(ax.lines[0].get_ydata()) == data["gflops"]
+    assert "32x32 @ 32x32" in ax.get_title()

@@ -3,13 +3,17 @@ the fusion lesson's rows state their passes over memory, counted from the refere
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import ClassVar
 
 import numpy as np
 import pytest
+from tinytorch.extensions import mps
+from tinytorch.extensions.torch_worker import TorchWorker
 
-from tinytorch import profiling
+from tinytorch import extensions, profiling
+from tinytorch.cli.info import backend_report
 from tinytorch.core.tensor import Tensor
 from tinytorch.milestone07 import bench_tasks, part_b
 from tinytorch.milestone07.bench_tasks import GELU_PASSES
@@ -150,3 +154,15 @@ def test_the_gelu_block_states_each_rows_passes_over_memory(monkeypatch) -> None
     fusion = lines[lines.index(next(x for x in lines if x.startswith("fusion:"))) :]
     for backend in replies:
         assert any(line.startswith(f"  {backend} ") and "passes" in line for line in fusion)
+
+
+def test_tito_info_part_b_the_torch_worker_and_mps_give_one_torch_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
+    said = {
+        "tito info": next(r["reason"] for r in backend_report() if r["name"] == "torch"),
+        "part b": bench_tasks._torch()[1],
+        "torch worker": TorchWorker().reason,
+        "mps": mps.available(system="Darwin")[1],  # the hint MPS gives on a Mac
+    }
+    assert set(said.values()) == {extensions.TORCH_MISSING}, said
+    assert "pip install torch==2.13.0" in extensions.TORCH_HINT  # README command 2's pin

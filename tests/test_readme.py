@@ -1,4 +1,5 @@
-"""Every bash block of README.md, run as written, in order (or its documented equivalent).
+"""Every bash block of README.md, run as written, in order (or its documented equivalent); and
+every command in the prose (an inline `tito ...` or `python ...` span) written with .venv/bin/.
 
 Kept fast by reusing the environment the tests already run in, instead of building new venvs:
 - `python3 -m venv .venv` and `.venv/bin/pip install ...` are what CI (or command 2) already did
@@ -95,6 +96,41 @@ def test_every_command_uses_the_venv_or_plain_shell():
                 assert ours or part.startswith(SHELL_WORDS), (
                     f"README command {part!r} needs an activated venv: write .venv/bin/..."
                 )
+
+
+COMMAND_WORDS = ("tito", "python", "pip", "jupyter", "jupytext", "pytest")
+ELSEWHERE = ("tito autograder run prairielearn",)  # PrairieLearn's image runs it, from its PATH
+
+
+def inline_commands() -> list[str]:
+    """The README's inline code spans that start with a command (`tito ...`, `python ...`)."""
+    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
+    spans = [
+        child.content
+        for t in tokens
+        if t.type == "inline"
+        for child in t.children or []
+        if child.type == "code_inline"
+    ]
+    return [s for s in spans if s.split(" ", 1)[0].rsplit("/", 1)[-1] in COMMAND_WORDS]
+
+
+def test_every_inline_command_uses_the_venv_too():
+    found = inline_commands()
+    assert any(s.startswith(".venv/bin/tito info") for s in found), "the span scan found nothing"
+    bare = [s for s in found if not s.startswith(".venv/bin/") and not s.startswith(ELSEWHERE)]
+    assert not bare, f"README inline commands that need an activated venv: {bare}"
+
+
+def test_the_colab_link_is_the_repository_declared_in_pyproject():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "<org>" not in text and "<repo>" not in text
+    repo = re.search(
+        r'^Repository = "https://github.com/(.+?)"',
+        (ROOT / "pyproject.toml").read_text(),
+        re.MULTILINE,
+    )
+    assert f"colab.research.google.com/github/{repo.group(1)}/blob/main/notebooks/" in text
 
 
 def test_the_setup_steps_the_test_skips_are_the_ones_ci_ran():

@@ -59,25 +59,11 @@ def _run(args: argparse.Namespace) -> int:
         f"{result['verdict'] or 'NO VERDICT'}: {result['passed']}/{result['total']} cases, "
         f"run {result['status']}{where}, {result['seconds']:.1f} s, exit {code}"
     )
-    if result["verdict"] == "INCOMPLETE" and result["missing"]:
-        for line in result["missing"]:
-            print(f"  TODO       {line}")
-        return code
-    for line in result.get("warnings", []):
-        print(f"  WARNING    {line}")
-    for case in [*result["cases"], *result.get("hidden_cases", [])]:
-        if case.get("status") != "pass":
-            print(
-                f"  {case.get('status', '?').upper():<10} {case['name']}: {case.get('detail', '')}"
-            )
-    for check in result["checks"]:
-        if check.get("status") not in ("pass", "not_observed"):
-            status = str(check.get("status", "?")).upper().replace("_", " ")
-            print(f"  {status:<10} {check.get('name')} (deeper check): {check.get('detail', '')}")
-    if result.get("diagnosis"):
-        from tinytorch.milestone07.report import render_diagnosis_lines
+    from tinytorch.milestone07.report import render_grade_lines
 
-        print("\n".join(render_diagnosis_lines(result["diagnosis"])))
+    lines = render_grade_lines(result)  # root causes first, then cases and checks, then lessons
+    if lines:
+        print("\n".join(lines))
     return code
 
 

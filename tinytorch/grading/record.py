@@ -23,18 +23,25 @@ def as_dict(result: Any) -> dict[str, Any]:
 
 
 def cases_bundle(
-    results: Sequence[Any], stage: str, *, compact: bool = False, checks: Sequence[Any] = ()
+    results: Sequence[Any],
+    stage: str,
+    *,
+    compact: bool = False,
+    checks: Sequence[Any] = (),
+    hidden: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """A display bundle: the case table for people (compact: failures only), the dicts for the grader.
 
-    `checks` (the same run's deeper checks) lets the table lead with the root cause.
+    `checks` (the same run's deeper checks) lets the table lead with the root cause; `hidden`
+    (grading mode's hidden cases) join the table and its diagnosis, so it says what the JSON
+    says. The grader's record keeps the published cases only (the verdict bundle has the rest).
     """
     from tinytorch.viz.tables import cases_html, cases_text
 
     return {
         CASES_MIME: {"stage": stage, "cases": [as_dict(r) for r in results]},
-        "text/html": cases_html(results, compact=compact, checks=checks),
-        "text/plain": cases_text(results, checks),
+        "text/html": cases_html(results, compact=compact, checks=checks, hidden=hidden),
+        "text/plain": cases_text(results, checks, hidden),
     }
 
 

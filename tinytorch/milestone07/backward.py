@@ -130,9 +130,13 @@ def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> Che
     if status == "not_tensor":
         detail = f"{where}: returned a {reply.get('type')}, expected a Tensor"
         return CheckResult(NAME, "fail", detail, LESSONS["graph"], [FN])
-    error = reply.get("error", status)
-    return CheckResult(NAME, status if status in ("timeout", "crash") else "error",
-                       f"{where}: {error}", "", [FN])  # fmt: skip
+    # A hang, a crash, a broken channel, or a call skipped after them: the same statuses and
+    # lessons as every deeper check's (imported here: checks imports this module).
+    from tinytorch.milestone07.checks import _broken
+
+    broken = _broken(NAME, FN, reply, "")
+    broken.detail = f"{where}: {broken.detail}"
+    return broken
 
 
 def raised_lesson(reply: dict[str, Any]) -> str:

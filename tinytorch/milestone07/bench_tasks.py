@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tinytorch import profiling
+from tinytorch.extensions import TORCH_MISSING
 from tinytorch.milestone07.cases import ELEMENTWISE_TOL, GEMM_TOL
 from tinytorch.milestone07.compare import compare
 from tinytorch.profiling import LoadMeter, Timing, per_call
@@ -29,7 +30,6 @@ MAX_SAMPLES = 25
 CHECKED_ROWS = 64  # rows of a big GEMM checked against float64 (a full float64 GEMM costs more)
 ROTATE = 3  # input buffers a student kernel is timed on, in turn
 SPOT = 2048  # elements of an elementwise output checked on every sample
-TORCH_HINT = "pip install torch==2.13.0 for the CPU wheel"  # the words `tito info` uses
 # Passes over memory of each GELU that Part B times, counted in the code: one per elementwise
 # operation (each reads its operands and writes one whole array). The student rows state the
 # count of the reference's version (tinytorch/perf/acceleration.py), whatever the student wrote;
@@ -340,7 +340,7 @@ def _torch() -> tuple[Any, str]:
     try:
         import torch
     except ImportError:
-        return None, f"torch is not installed ({TORCH_HINT})"
+        return None, TORCH_MISSING  # the words `tito info` uses
     return torch, ""
 
 

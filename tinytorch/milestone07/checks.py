@@ -8,7 +8,7 @@ from tinytorch.milestone07.audit import block_dims
 from tinytorch.milestone07.backward import backward_check
 from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.compare import compare
-from tinytorch.milestone07.diagnose import failure_lesson
+from tinytorch.milestone07.diagnose import failure_lesson, im2col_bug
 from tinytorch.milestone07.evidence import im2col_evidence
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_gelu, ref_im2col
 from tinytorch.milestone07.results import CheckResult
@@ -29,7 +29,8 @@ def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
     status, detail = failure_text(reply)
     status = "fail" if status == "error" and reply["status"] == "not_tensor" else status
     lesson = failure_lesson(reply, lesson)  # a hang or a non-Tensor has its own lesson
-    return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn])
+    # its own call broke: that names no cause for the wrong answers of the function's cases
+    return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn], names_cause=False)
 
 
 TAMPERED_LESSON = (
@@ -128,12 +129,15 @@ def im2col_layout(calls: StudentCalls, seed: int) -> CheckResult:
             continue
         where = f"x {x_shape}, k={k}, stride={s}, padding={p}"
         c = x_shape[1]
-        kc_first = ref.reshape(-1, c, k, k).transpose(0, 2, 3, 1).reshape(ref.shape)
-        if out.shape == ref.shape and compare(out, kc_first, rtol=EXACT[0], atol=EXACT[1]).ok:
-            detail = f"{where}: columns are ordered (kernel row, kernel col, channel)"
-            hint = "Order the columns (channel, kernel row, kernel col): " + lesson
-            evidence = im2col_evidence(out, ref, c, k)
-            return CheckResult(name, "fail", detail, hint, [fn], evidence)
+        evidence = im2col_evidence(out, ref, c, k) if out.shape == ref.shape else None
+
+        def matches(cols: np.ndarray, out: np.ndarray = out) -> bool:
+            return cols.shape == out.shape and compare(out, cols, rtol=EXACT[0], atol=EXACT[1]).ok
+
+        bug = im2col_bug(x, k, s, p, matches)  # column order, one-sided padding, stride, ...
+        if bug is not None:
+            detail = f"{where}: {bug.says}"
+            return CheckResult(name, "fail", detail, bug.lesson, [fn], evidence)
         if out.shape == ref.T.shape:
             return CheckResult(
                 name,
@@ -142,8 +146,8 @@ def im2col_layout(calls: StudentCalls, seed: int) -> CheckResult:
                 lesson,
                 [fn],
             )
-        evidence = im2col_evidence(out, ref, c, k) if out.shape == ref.shape else None
-        return CheckResult(name, "fail", f"{where}: {got.detail}", lesson, [fn], evidence)
+        detail = f"{where}: {got.detail}"  # wrong, but none of the usual bugs: no cause named
+        return CheckResult(name, "fail", detail, lesson, [fn], evidence, names_cause=False)
     return CheckResult(name, "pass", "matches the reference layout on 2 geometries", "", [])
 
 

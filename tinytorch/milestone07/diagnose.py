@@ -3,22 +3,24 @@
 Two layers, both here so that every renderer tells the same story:
 - `lesson_for` turns one wrong output into its most specific lesson, by testing the usual bugs;
 - `diagnose` reads a whole run (cases and deeper checks) and returns a `Diagnosis`: the failing
-  deeper checks that explain a group's failures lead, those cases point to them, a lesson that a
-  passing check contradicts is replaced, identical lessons collapse into one with their cases.
+  deeper checks that explain a group's failures lead, those cases point to them (and keep their
+  own lessons when the check named no cause), a check that fails only because another did is a
+  consequence of it, a lesson that a passing check contradicts is replaced, identical lessons
+  collapse into one with their cases.
 The terminal report, the notebook tables, `tito grade`'s summary and the JSON ("diagnosis") all
 read the Diagnosis; none re-derives it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tinytorch.milestone07.cases import GROUPS, LESSONS, Case
-from tinytorch.milestone07.references import out_size, ref_col2im
+from tinytorch.milestone07.references import out_size, ref_col2im, ref_im2col
 
 # Lessons of failures that are not a wrong answer: the kernel never gave one.
 FAILURE_LESSONS = {
@@ -62,8 +64,105 @@ CONTRADICTED = (
         ),
     ),
 )
+# A failing check that follows from another's failure: the backward pass runs the student's im2col
+# (forward) and col2im (grad x), so with either broken it fails too; it is a consequence, not a
+# second root cause with a lesson of its own.
+CONSEQUENCES = {"backward": ("im2col layout", "col2im coverage")}
+# A failing check whose finding changes no value (a block product larger than the tile gives the
+# right C): it is a root cause, but wrong values are not its doing, so it explains no case and the
+# cases keep their own lessons (two bugs, two fixes).
+VALUE_BLIND = ("tiling audit",)
 _CHECK_OK = ("pass",)
 _CHECK_SILENT = ("pass", "not_observed", "incomplete", "not_run")  # never a root cause
+
+
+@dataclass(frozen=True)
+class Im2colBug:
+    """A usual im2col bug: what it does, its lesson, and the (N*oh*ow, C*k*k) it would produce."""
+
+    cause: str  # what the lesson is about: "column order", "padding" or "stride"
+    says: str  # what the wrong output is, as a clause ("columns are ordered ...")
+    lesson: str
+    make: Callable[[np.ndarray, int, int, int], np.ndarray | None]  # (x, k, s, p); None: n/a
+
+
+def _kc_first(x: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
+    cols = ref_im2col(x, k, s, p)
+    return cols.reshape(-1, x.shape[1], k, k).transpose(0, 2, 3, 1).reshape(cols.shape)
+
+
+def _one_side(before: bool) -> Callable[[np.ndarray, int, int, int], np.ndarray | None]:
+    def make(x: np.ndarray, k: int, s: int, p: int) -> np.ndarray | None:
+        side = (2 * p, 0) if before else (0, 2 * p)  # the same padded size, all on one side
+        return ref_im2col(np.pad(x, ((0, 0), (0, 0), side, side)), k, s, 0) if p else None
+
+    return make
+
+
+def _steps_by_one(x: np.ndarray, k: int, s: int, p: int) -> np.ndarray | None:
+    if s == 1:
+        return None
+    n, _, h, w = x.shape
+    every = ref_im2col(x, k, 1, p)  # a window at every position, (n, oh1, ow1) rows
+    every = every.reshape(n, out_size(h, k, 1, p), out_size(w, k, 1, p), -1)
+    oh, ow = out_size(h, k, s, p), out_size(w, k, s, p)
+    return every[:, :oh, :ow].reshape(n * oh * ow, -1)  # oh, ow right, the starts not strided
+
+
+_PAD_LESSON = (
+    LESSONS["conv_padding"] + " p zeros on each side, "
+    "np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))), so the window of output (i, j) starts at "
+    "(i*s, j*s) of the padded x."
+)
+IM2COL_BUGS = (
+    Im2colBug(
+        "column order",
+        "columns are ordered (kernel row, kernel col, channel)",
+        "Order the columns (channel, kernel row, kernel col): " + LESSONS["conv"],
+        _kc_first,
+    ),
+    Im2colBug(
+        "padding",
+        "x is padded on the bottom and right only (2*padding there, none above or left)",
+        _PAD_LESSON,
+        _one_side(before=False),
+    ),
+    Im2colBug(
+        "padding",
+        "x is padded on the top and left only (2*padding there, none below or right)",
+        _PAD_LESSON,
+        _one_side(before=True),
+    ),
+    Im2colBug(
+        "padding",
+        "the padding is left out (the windows of the unpadded x)",
+        _PAD_LESSON,
+        lambda x, k, s, p: ref_im2col(x, k, s, 0) if p else None,
+    ),
+    Im2colBug(
+        "stride",
+        "the windows step by 1, not by the stride (oh and ow are right)",
+        LESSONS["conv_stride"],
+        _steps_by_one,
+    ),
+    Im2colBug(
+        "stride",
+        "the stride is ignored (a window at every position)",
+        LESSONS["conv_stride"],
+        lambda x, k, s, p: ref_im2col(x, k, 1, p) if s > 1 else None,
+    ),
+)
+
+
+def im2col_bug(
+    x: np.ndarray, k: int, s: int, p: int, matches: Callable[[np.ndarray], bool]
+) -> Im2colBug | None:
+    """The first usual im2col bug whose output `matches` (given that output), or None."""
+    for bug in IM2COL_BUGS:
+        cols = bug.make(x.astype(np.float64), k, s, p)
+        if cols is not None and matches(cols):
+            return bug
+    return None
 
 
 def _close(out: np.ndarray, guess: np.ndarray, case: Case) -> bool:
@@ -143,6 +242,19 @@ def _conv(
         )
     if bias is not None and _close(out, ref - bias.astype(np.float64)[None, :, None, None], case):
         return "The bias is missing: add bias[f] to every output position of filter f."
+    n, f, oh, ow = ref.shape
+    w2 = w.astype(np.float64).reshape(f, -1)  # (F, C*k*k), columns (channel, kr, kc)
+    b = 0.0 if bias is None else bias.astype(np.float64)
+
+    def conv_of(cols: np.ndarray) -> np.ndarray:  # (N*oh*ow, C*k*k) -> (N, F, oh, ow)
+        return (cols @ w2.T + b).reshape(n, oh, ow, f).transpose(0, 3, 1, 2)
+
+    def matches(cols: np.ndarray) -> bool:
+        return cols.shape == (n * oh * ow, w2.shape[1]) and _close(out, conv_of(cols), case)
+
+    bug = im2col_bug(x, w.shape[-1], s, p, matches)
+    if bug is not None:
+        return f"The output is the convolution of an im2col in which {bug.says}. {bug.lesson}"
     return case.lesson
 
 
@@ -209,7 +321,9 @@ class RootCause:
     lesson: str
     blame: list[str]
     groups: list[str]  # groups whose failing cases it explains
-    cases: list[str]  # those cases, which point to it instead of a lesson of their own
+    cases: list[str]  # those cases, which point to it (and keep their lessons: see names_cause)
+    names_cause: bool = True  # False: the check named no cause, so its cases keep their lessons
+    consequences: list[str] = field(default_factory=list)  # failing checks that follow from it
 
 
 @dataclass
@@ -230,10 +344,23 @@ class Diagnosis:
     cause_of: dict[str, str] = field(default_factory=dict)  # case name -> root-cause check
     lesson_of: dict[str, str] = field(default_factory=dict)  # case name -> its (shown) lesson
     not_run: list[str] = field(default_factory=list)  # deeper checks that never ran
+    consequence_of: dict[str, str] = field(default_factory=dict)  # failing check -> root cause
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the "diagnosis" field of the result JSON)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Diagnosis:
+        """The Diagnosis back from to_dict()'s JSON, so a renderer of a report reads the same."""
+        return cls(
+            root_causes=[RootCause(**r) for r in doc.get("root_causes", [])],
+            lessons=[Lesson(**x) for x in doc.get("lessons", [])],
+            cause_of=dict(doc.get("cause_of", {})),
+            lesson_of=dict(doc.get("lesson_of", {})),
+            not_run=list(doc.get("not_run", [])),
+            consequence_of=dict(doc.get("consequence_of", {})),
+        )
 
     def lessons_for(self, group: str) -> list[Lesson]:
         """The lessons whose first case is in `group`, in report order."""
@@ -258,15 +385,25 @@ def _uncontradicted(lesson: str, passed: set[str]) -> str:
 def diagnose(cases: Sequence[Any], checks: Sequence[Any] = ()) -> Diagnosis:
     """The diagnosis of a run from its CaseResults and CheckResults (anything with their fields)."""
     passed = {c.name for c in checks if c.status in _CHECK_OK}
+    broken = {c.name for c in checks if c.status not in _CHECK_SILENT}
     failing = [c for c in cases if c.status not in ("pass", "incomplete")]
     diag = Diagnosis(not_run=[c.name for c in checks if c.status == "not_run"])
+    shown_above: dict[str, str] = {}  # case -> its root cause's lesson, when that named no cause
     for check in checks:
         if check.status in _CHECK_SILENT:
             continue
+        upstream = [name for name in CONSEQUENCES.get(check.name, ()) if name in broken]
+        if upstream:
+            diag.consequence_of[check.name] = upstream[0]
+            continue
         explained = [c for c in failing if c.status == "fail" and _explains(check.blame, c.group)]
+        explained = [] if check.name in VALUE_BLIND else explained
         explained = [c for c in explained if c.name not in diag.cause_of]
+        names_cause = getattr(check, "names_cause", True)
         for c in explained:
             diag.cause_of[c.name] = check.name
+            if not names_cause:
+                shown_above[c.name] = check.lesson
         groups = [g for g in GROUPS if any(c.group == g for c in explained)]
         diag.root_causes.append(
             RootCause(
@@ -277,14 +414,21 @@ def diagnose(cases: Sequence[Any], checks: Sequence[Any] = ()) -> Diagnosis:
                 list(check.blame),
                 groups,
                 [c.name for c in explained],
+                names_cause,
             )
         )
+    for cause in diag.root_causes:
+        cause.consequences = [n for n, up in diag.consequence_of.items() if up == cause.check]
     diag.root_causes.sort(key=lambda r: not r.cases)  # those that explain failures lead
     by_text: dict[str, Lesson] = {}
     for c in failing:
-        if c.name in diag.cause_of or not c.lesson:
+        if not c.lesson or (c.name in diag.cause_of and c.name not in shown_above):
             continue
         text = _uncontradicted(c.lesson, passed)
+        if shown_above.get(c.name):  # the root cause says it already: keep what only the case says
+            text = " ".join(text.replace(shown_above[c.name], "").split())
+        if not text:
+            continue
         diag.lesson_of[c.name] = text
         if text in by_text:
             by_text[text].cases.append(c.name)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-from tinytorch.milestone07.cases import GROUP_INTRO, GROUPS
-from tinytorch.milestone07.diagnose import Diagnosis, diagnose_result
+from tinytorch.milestone07.cases import GROUP_INTRO, GROUPS, HIDDEN_PREFIX
+from tinytorch.milestone07.diagnose import Diagnosis, Lesson, diagnose_result
 from tinytorch.milestone07.results import PartAResult, PartBResult
 
 MARK = {
@@ -54,9 +54,20 @@ def render_root_causes(diag: Diagnosis) -> list[str]:
         )
         if cause.cases:
             lines += _wrap(f"explains {len(cause.cases)} failing case(s): {_names(cause.cases)}", 5)
+        if cause.consequences:
+            lines += _wrap(_also_fail(cause.consequences), 5)
         if cause.lesson:
             lines += _wrap(f"fix: {cause.lesson}", 5)
     return [*lines, ""]
+
+
+def _also_fail(checks: list[str]) -> str:
+    return f"also makes fail: {', '.join(checks)} (deeper check, a consequence: fix this first)"
+
+
+def _follows(check: str, diag: Diagnosis) -> str:
+    up = diag.consequence_of.get(check)
+    return f" (a consequence of {up}: fix that first)" if up else ""
 
 
 def render_part_a(result: PartAResult) -> str:
@@ -83,25 +94,25 @@ def render_part_a(result: PartAResult) -> str:
             )
             if c.status not in ("pass", "incomplete"):  # incomplete: listed once at the end
                 lines += _wrap(f"{c.title}: {c.detail}")
-                if c.name in diag.cause_of:
-                    lines += _wrap(f"cause: {diag.cause_of[c.name]} (root cause, above)")
-        for lesson in diag.lessons_for(group):
-            lines += _wrap(f"fix ({_names(lesson.cases, 4)}): {lesson.text}", indent=2)
+                lines += _cause(c.name, diag)
+        lines += _lessons([x for x in diag.lessons_for(group) if not _hidden(x)])
         lines.append("")
     if result.checks:
         ok = sum(c.status == "pass" for c in result.checks)
         lines.append(f"deeper checks  {ok}/{len(result.checks)}")
         for c in result.checks:
-            lines.append(f"  {MARK.get(c.status, c.status):<7} {c.name:<22} {c.detail}"[:400])
+            line = f"  {MARK.get(c.status, c.status):<7} {c.name:<22} {c.detail}"[:400]
+            lines.append(line + _follows(c.name, diag))
         lines.append("")
     if result.hidden:
         ok = sum(c.status == "pass" for c in result.hidden)
         lines.append(f"hidden cases (grading mode, drawn for this run)  {ok}/{len(result.hidden)}")
-        for c in result.hidden:
+        for c in result.hidden:  # the same diagnosis: a cause, or a lesson listed once below
             lines.append(f"  {MARK[c.status]:<7} {c.name}  {c.title}"[:300])
             if c.status not in ("pass", "incomplete"):
                 lines += _wrap(f"{c.detail}")
-                lines += _wrap(f"fix: {c.lesson}") if c.lesson else []
+                lines += _cause(c.name, diag)
+        lines += _lessons([x for x in diag.lessons if _hidden(x)])
         lines.append("")
     if result.warnings or result.error:
         lines += [f"warning: {w}"[:600] for w in result.warnings]
@@ -113,6 +124,21 @@ def render_part_a(result: PartAResult) -> str:
         lines.append("")
     lines.append(_summary(result, diag))
     return "\n".join(lines)
+
+
+def _cause(case: str, diag: Diagnosis) -> list[str]:
+    if case not in diag.cause_of:
+        return []
+    return _wrap(f"cause: {diag.cause_of[case]} (root cause, above)")
+
+
+def _hidden(lesson: Lesson) -> bool:
+    """Only hidden cases have it (the published ones of its group list it otherwise)."""
+    return lesson.cases[0].startswith(HIDDEN_PREFIX)  # published cases come first
+
+
+def _lessons(lessons: list[Lesson]) -> list[str]:
+    return [line for x in lessons for line in _wrap(f"fix ({_names(x.cases, 4)}): {x.text}", 2)]
 
 
 def _summary(result: PartAResult, diag: Diagnosis) -> str:
@@ -154,19 +180,32 @@ def _num(value: float | None, width: int, digits: int) -> str:
     return f"{value:{width}.{digits}f}" if value is not None else "-".rjust(width)
 
 
-def render_diagnosis_lines(diag: dict) -> list[str]:
-    """The diagnosis JSON (Diagnosis.to_dict()) as terminal lines: `tito grade`'s summary reads it."""
-    lines = []
-    for i, cause in enumerate(diag.get("root_causes", []), 1):
-        lines += _wrap(f"root cause {i}: {cause['check']}: {cause['detail']}", 2)
-        if cause.get("cases"):
-            lines += _wrap(f"explains: {_names(cause['cases'])}", 5)
-        if cause.get("lesson"):
-            lines += _wrap(f"fix: {cause['lesson']}", 5)
-    for lesson in diag.get("lessons", []):
-        lines += _wrap(f"fix ({_names(lesson['cases'], 4)}): {lesson['text']}", 2)
-    if diag.get("not_run"):
-        lines += _wrap(f"not run: {', '.join(diag['not_run'])}", 2)
+def render_grade_lines(result: dict) -> list[str]:
+    """`tito grade`'s summary below its headline, from its report dict (cases, checks and the
+    JSON diagnosis): the root causes and their fixes first, then each failing case and check,
+    pointing to its root cause, then each remaining lesson once."""
+    if result.get("verdict") == "INCOMPLETE" and result.get("missing"):
+        return [f"  TODO       {line}" for line in result["missing"]]
+    diag = Diagnosis.from_dict(result.get("diagnosis") or {})
+    roots = {cause.check for cause in diag.root_causes}
+    lines = [f"  WARNING    {line}" for line in result.get("warnings", [])]
+    lines += render_root_causes(diag)  # the same lines as the Part A report's
+    for case in [*result.get("cases", []), *result.get("hidden_cases", [])]:
+        if case.get("status") != "pass":
+            cause = diag.cause_of.get(case["name"])
+            why = f" (cause: {cause}, above)" if cause else ""
+            status = str(case.get("status", "?")).upper()
+            lines.append(f"  {status:<10} {case['name']}: {case.get('detail', '')}{why}")
+    for check in result.get("checks", []):
+        name = check.get("name")
+        if check.get("status") in ("pass", "not_observed") or name in roots:
+            continue  # a root cause is shown above
+        status = str(check.get("status", "?")).upper().replace("_", " ")
+        lines.append(f"  {status:<10} {name} (deeper check): {check.get('detail', '')}")
+        lines[-1] += _follows(name, diag)
+    lines += _lessons(diag.lessons)
+    if diag.not_run:
+        lines += _wrap(f"not run: {', '.join(diag.not_run)}", 2)
     return lines
 
 

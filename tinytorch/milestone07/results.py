@@ -46,6 +46,7 @@ class CheckResult:
     lesson: str
     blame: list[str] = field(default_factory=list)
     evidence: dict | None = None  # where it is wrong, for drawing (milestone07/evidence.py)
+    names_cause: bool = True  # False: it saw a failure but named no cause (a generic lesson)
 
     @property
     def ok(self) -> bool:

@@ -48,6 +48,7 @@ _CHECK = {
         "lesson": _STR,
         "blame": {"type": "array", "items": {"enum": list(FUNCTIONS)}},
         "evidence": {"type": ["object", "null"]},
+        "names_cause": {"type": "boolean"},
     },
 }
 _DIAGNOSIS = {
@@ -68,6 +69,7 @@ _DIAGNOSIS = {
         "cause_of": {"type": "object", "additionalProperties": _STR},
         "lesson_of": {"type": "object", "additionalProperties": _STR},
         "not_run": {"type": "array", "items": _STR},
+        "consequence_of": {"type": "object", "additionalProperties": _STR},
     },
 }
 _ROW = {

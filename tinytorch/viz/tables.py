@@ -37,6 +37,11 @@ def diagnosis_html(diag: Diagnosis) -> str:
         items = "".join(
             f"<li><b>{html.escape(r.check)}</b>: {html.escape(r.detail)}"
             + (f"<br>explains {_names(r.cases)}" if r.cases else "")
+            + (
+                f"<br>also makes fail {_names(r.consequences)} (a consequence: fix this first)"
+                if r.consequences
+                else ""
+            )
             + (f"<br><b>Fix:</b> {html.escape(r.lesson)}" if r.lesson else "")
             + "</li>"
             for r in diag.root_causes
@@ -53,51 +58,63 @@ def diagnosis_html(diag: Diagnosis) -> str:
     return "".join(parts)
 
 
-def cases_html(results: Sequence[Any], *, compact: bool = False, checks: Sequence[Any] = ()) -> str:
+def _row(r: Any, diag: Diagnosis) -> str:
+    where = f" at {list(r.where)}" if getattr(r, "where", None) else ""
+    note = ""
+    if r.status != "pass":
+        note = f"<div style='color:#a00'>{html.escape(r.detail)}</div>"
+        if r.name in diag.cause_of:
+            note += f"<div><b>Cause:</b> {html.escape(diag.cause_of[r.name])} (root cause)</div>"
+    return (
+        f"<tr><td>{_badge(r.status)}</td><td style='text-align:left'><code>{html.escape(r.name)}</code>"
+        f"<br>{html.escape(r.title)}{note}</td>"
+        f"<td>{_err(r.max_error)}{html.escape(where)}</td><td>{r.seconds * 1e3:.1f} ms</td></tr>"
+    )
+
+
+def cases_html(
+    results: Sequence[Any],
+    *,
+    compact: bool = False,
+    checks: Sequence[Any] = (),
+    hidden: Sequence[Any] = (),
+) -> str:
     """One row per case (status, title, max error and where), then the diagnosis.
 
     A failing row says what is wrong and points to its root cause; each lesson is listed once below
     the table with its cases. compact=True lists only the cases that did not pass (the full gate).
-    `checks` (the deeper checks of the same run) lets the diagnosis lead with a root cause.
+    `checks` (the deeper checks of the same run) lets the diagnosis lead with a root cause;
+    `hidden` (grading mode's hidden cases) go through the same diagnosis, below the published ones.
     """
-    diag = diagnose(results, checks)
-    rows = []
-    for r in results:
-        if compact and r.status == "pass":
-            continue
-        where = f" at {list(r.where)}" if getattr(r, "where", None) else ""
-        note = ""
-        if r.status != "pass":
-            note = f"<div style='color:#a00'>{html.escape(r.detail)}</div>"
-            if r.name in diag.cause_of:
-                note += (
-                    f"<div><b>Cause:</b> {html.escape(diag.cause_of[r.name])} (root cause)</div>"
-                )
-        rows.append(
-            f"<tr><td>{_badge(r.status)}</td><td style='text-align:left'><code>{html.escape(r.name)}</code>"
-            f"<br>{html.escape(r.title)}{note}</td>"
-            f"<td>{_err(r.max_error)}{html.escape(where)}</td><td>{r.seconds * 1e3:.1f} ms</td></tr>"
-        )
+    diag = diagnose([*results, *hidden], checks)  # = diagnose_result of the run: what the JSON says
+    rows = [_row(r, diag) for r in results if not (compact and r.status == "pass")]
+    secret = [_row(r, diag) for r in hidden if not (compact and r.status == "pass")]
+    if secret:
+        title = "hidden cases (grading mode, drawn for this run)"
+        rows += [f"<tr><th colspan='4' style='text-align:left'>{title}</th></tr>", *secret]
     passed = sum(r.status == "pass" for r in results)
-    head = f"<p><b>{passed}/{len(results)} cases pass</b></p>"
+    more = f", {sum(r.status == 'pass' for r in hidden)}/{len(hidden)} hidden" if hidden else ""
+    head = f"<p><b>{passed}/{len(results)} cases pass{more}</b></p>"
+    lead = diagnosis_html(Diagnosis(root_causes=diag.root_causes)) if diag.root_causes else ""
     if compact and not rows:
-        return head
+        return head + lead
     table = (
         "<table><tr><th>status</th><th style='text-align:left'>case</th><th>max abs error</th>"
         f"<th>time</th></tr>{''.join(rows)}</table>"
     )
-    lead = diagnosis_html(Diagnosis(root_causes=diag.root_causes)) if diag.root_causes else ""
     rest = diagnosis_html(Diagnosis(lessons=diag.lessons))
     return head + lead + table + rest
 
 
-def cases_text(results: Sequence[Any], checks: Sequence[Any] = ()) -> str:
+def cases_text(
+    results: Sequence[Any], checks: Sequence[Any] = (), hidden: Sequence[Any] = ()
+) -> str:
     """Plain-text fallback of cases_html (what a terminal or a text-only viewer shows)."""
-    diag = diagnose(results, checks)
+    diag = diagnose([*results, *hidden], checks)
     lines = [f"{sum(r.status == 'pass' for r in results)}/{len(results)} cases pass"]
     for r in diag.root_causes:
         lines.append(f"  ROOT CAUSE {r.check}: {r.detail}")
-    for r in results:
+    for r in [*results, *hidden]:
         lines.append(f"  {r.status.upper():<10} {r.name:<45} max err {_err(r.max_error) or '-'}")
         if r.status != "pass":
             lines.append(f"             {r.detail}")
@@ -108,21 +125,31 @@ def cases_text(results: Sequence[Any], checks: Sequence[Any] = ()) -> str:
     return "\n".join(lines)
 
 
+def _check_note(check: Any, follows: dict[str, str]) -> str:
+    if check.name in follows:  # its own lesson would point away from the root cause
+        up = html.escape(follows[check.name])
+        return f"<div><b>A consequence of {up}</b>: fix that first.</div>"
+    return f"<div><b>Lesson:</b> {html.escape(check.lesson)}</div>" if check.lesson else ""
+
+
 def checks_html(checks: Sequence[Any]) -> str:
-    """The deeper checks: status, name, detail, and the lesson when it did not pass."""
+    """The deeper checks: status, name, detail, and the lesson when it did not pass (or, for a
+    check that fails only because another did, which one to fix first)."""
+    follows = diagnose((), checks).consequence_of
     rows = "".join(
         f"<tr><td>{_badge(c.status)}</td><td style='text-align:left'><b>{html.escape(c.name)}</b>: "
-        f"{html.escape(c.detail)}"
-        + (f"<div><b>Lesson:</b> {html.escape(c.lesson)}</div>" if c.lesson else "")
-        + "</td></tr>"
+        f"{html.escape(c.detail)}{_check_note(c, follows)}</td></tr>"
         for c in checks
     )
     return f"<table><tr><th>status</th><th style='text-align:left'>deeper check</th></tr>{rows}</table>"
 
 
 def checks_text(checks: Sequence[Any]) -> str:
+    follows = diagnose((), checks).consequence_of
     return "\n".join(
-        f"  {c.status.upper().replace('_', ' '):<12} {c.name}: {c.detail}" for c in checks
+        f"  {c.status.upper().replace('_', ' '):<12} {c.name}: {c.detail}"
+        + (f" (a consequence of {follows[c.name]})" if c.name in follows else "")
+        for c in checks
     )
 
 
