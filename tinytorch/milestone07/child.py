@@ -108,7 +108,7 @@ class _Child:
                 args.append(value)
         handed = [t.data if t is not None else None for t in tensors]
         fn = getattr(self.module, req["fn"])
-        audit.reset()
+        audit.reset(handed if audited else ())
         start = time.perf_counter()
         try:
             with (
@@ -125,7 +125,8 @@ class _Child:
         reply: dict[str, Any] = {"seconds": seconds}
         reply["inputs"] = [_plain_array(a) for a in handed]  # the parent judges mutation
         if audited:
-            reply["records"], reply["slices"], reply["records_dropped"] = self.guard.records()
+            recs, slices, boxes, dropped = self.guard.records()
+            reply.update(records=recs, slices=slices, boxes=boxes, records_dropped=dropped)
         tampered = self.guard.check()
         if tampered:
             reply["tampered"] = tampered

@@ -125,8 +125,8 @@ def _task_validator(msg: dict[str, Any], declared: list) -> None:
 def _call_validator(sent: list[Any], out_cap: int) -> wire.Validator:
     """Checks a call reply's header against the request, before any array is read."""
     sent_arrays = [a if isinstance(a, np.ndarray) else None for a in sent]
-    keys = {"status", "error", "seconds", "records", "slices", "records_dropped", "output",
-            "inputs", "grads", "type", "phase", "stub", "tampered"}  # fmt: skip
+    keys = {"status", "error", "seconds", "records", "slices", "boxes", "records_dropped",
+            "output", "inputs", "grads", "type", "phase", "stub", "tampered"}  # fmt: skip
 
     def validate(msg: dict[str, Any], declared: list) -> None:
         if not msg.keys() <= keys or msg.get("status") not in STATUSES:
@@ -154,6 +154,11 @@ def _call_validator(sent: list[Any], out_cap: int) -> wire.Validator:
             raise wire.ProtocolError("'slices' is not a list")
         if not all(_int_list(s, 8) for s in slices):
             raise wire.ProtocolError("malformed slice shape")
+        boxes = msg.get("boxes", [])
+        if not (isinstance(boxes, list) and len(boxes) <= MAX_SLICES):
+            raise wire.ProtocolError("'boxes' is not a list")
+        if not all(_int_list(b, 5) and len(b) == 5 and min(b) >= 0 for b in boxes):
+            raise wire.ProtocolError("malformed block slice [operand, r0, r1, c0, c1]")
         if type(msg.get("records_dropped", 0)) is not int:
             raise wire.ProtocolError("'records_dropped' is not an int")
         seen = 0
