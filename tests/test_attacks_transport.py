@@ -180,6 +180,63 @@ def test_a_well_formed_frame_with_another_id(tmp_path: Path) -> None:
     _bounded(run)
 
 
+def _left_with(mark: str) -> list[int]:
+    """Processes whose environment or command line holds `mark` (what an attack left running)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            for part in ("environ", "cmdline"):
+                try:
+                    if mark.encode() in Path(f"/proc/{entry}/{part}").read_bytes():
+                        found.append(int(entry))
+                        break
+                except OSError:
+                    pass
+    return found
+
+
+FORGE_REPLY = """
+import os as _os, sys as _sys
+from tinytorch.milestone07 import wire as _wire
+_ok_gelu = fused_gelu
+def fused_gelu(x):
+    if _arr(x).shape == (8, 9):  # the zeros case: answer it with a frame of our own
+        frame = _sys._getframe()
+        while frame is not None and "msg_id" not in frame.f_locals:  # the child's request loop
+            frame = frame.f_back
+        _wire.write_frame(frame.f_locals["rep_fd"], frame.f_locals["msg_id"], {forged!r})
+        _os._exit(0)
+    return _ok_gelu(x)
+"""
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"status": []},
+        {"status": "raised"},
+        {"status": "ok"},
+        {"status": "not_tensor"},
+        {"status": "timeout", "error": "forged"},
+        {"status": "unloadable", "error": "forged"},
+    ],
+    ids=["list_status", "raised_no_error", "ok_no_output", "not_tensor_no_type", "timeout",
+         "unloadable"],
+)  # fmt: skip
+def test_a_forged_reply_with_the_right_id_is_a_protocol_failure(
+    tmp_path: Path, forged: dict
+) -> None:
+    mark = f"FORGED-{uuid.uuid4().hex}"
+    run = grade(tmp_path, FORGE_REPLY.format(forged=forged), env={"TINYTORCH_MARK": mark})
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    case = next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")
+    assert case["status"] == "crash" and "malformed reply" in case["detail"], case
+    assert case["blame"] == ["fused_gelu"]
+    assert all(c["status"] == "pass" for c in run.doc["cases"] if c["group"] != "fused_gelu")
+    assert _left_with(mark) == []
+    _bounded(run)
+
+
 def test_an_output_far_larger_than_asked_for(tmp_path: Path) -> None:
     body = (
         "\ndef fused_gelu(x):\n    return Tensor(np.zeros((x.data.size + 10) * 1000, np.float32))\n"
