@@ -40,7 +40,7 @@ def test_run_part_a_records_mode_and_seed_in_json() -> None:
     assert graded.grading is True and graded.seed != 0
     doc = to_json(graded, None)
     validate(doc)
-    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["schema_version"] == SCHEMA_VERSION == 3
     assert doc["grading"] is True and doc["seed"] == graded.seed
     assert isinstance(doc["hidden_cases"], list) and isinstance(doc["warnings"], list)
     assert isinstance(doc["isolation"], dict)

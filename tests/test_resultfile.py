@@ -163,7 +163,7 @@ def test_a_malformed_reply_ends_in_a_result_file(
     code = _run("--impl", str(BASE), "--json", str(path), "--timeout", "2")
     doc = json.loads(path.read_text())
     assert (code, doc["verdict"]) == (1, "NOT_PASSED")  # a named failure, never a grader ERROR
-    assert {c["status"] for c in doc["cases"]} == {"crash"}
+    assert {c["status"] for c in doc["cases"]} == {"protocol"}
     assert all("malformed reply" in c["detail"] or "not run" in c["detail"] for c in doc["cases"])
 
 

@@ -114,7 +114,7 @@ def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> Che
         detail = f"{where}: returned a {reply.get('type')}, expected a Tensor"
         return CheckResult(NAME, "fail", detail, LESSONS["graph"], [FN])
     error = reply.get("error", status)
-    return CheckResult(NAME, status if status in ("timeout", "crash") else "error",
+    return CheckResult(NAME, status if status in ("timeout", "crash", "protocol") else "error",
                        f"{where}: {error}", "", [FN])  # fmt: skip
 
 

@@ -31,8 +31,8 @@ FAILURE_LESSONS = {
         "check any native code or ctypes call with these shapes."
     ),
     "protocol": (
-        "Your code broke the grader's channel to it: do not close or write to stdin/stdout file "
-        "descriptors, and print only to sys.stdout or sys.stderr."
+        "Your code broke the grader's channel to it (a reply it did not send, or one it could not "
+        "read): leave the file descriptors you did not open alone, and return a Tensor."
     ),
     "not_tensor": "Return a Tensor: wrap the result array, `return Tensor(result)`.",
     "unloadable": "Fix the module so that it imports: run `python your_file.py` to see the error.",

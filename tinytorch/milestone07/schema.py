@@ -17,7 +17,9 @@ from tinytorch.milestone07.results import (
     PartBResult,
 )
 
-SCHEMA_VERSION = 2  # 2: grading, hidden_cases, isolation, warnings; verdict ERROR
+SCHEMA_VERSION = (
+    3  # 2: grading, hidden_cases, isolation, warnings; verdict ERROR. 3: status protocol
+)
 
 _NUM = {"type": ["number", "null"]}
 _STR = {"type": "string"}
@@ -149,7 +151,7 @@ def _finite(value: Any) -> Any:
 
 
 def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> dict[str, Any]:
-    """The result as a JSON-ready dict (schema_version 2; see SCHEMA)."""
+    """The result as a JSON-ready dict (schema_version SCHEMA_VERSION; see SCHEMA)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         "milestone": "07",
