@@ -272,6 +272,32 @@ def test_twenty_orphans_do_not_outlive_the_grader(tmp_path: Path) -> None:
     _bounded(run)
 
 
+DAEMON = """
+import os as _os
+_first = _os.fork()
+if _first == 0:  # a daemon that sheds every mark: its own session, a double fork, no environment
+    _os.setsid()
+    if _os.fork() == 0:
+        _os.execv("/usr/bin/env", ["env", "-i", "/bin/sh", "-c", "sleep 300; : {mark}"])
+    _os._exit(0)
+_os.waitpid(_first, 0)
+"""
+
+
+@pytest.mark.parametrize("namespaces", ["1", "0"], ids=["namespaces", "no_namespaces"])
+def test_a_double_forked_daemon_with_a_clean_environment_is_killed(
+    tmp_path: Path, namespaces: str
+) -> None:
+    mark = f"DAEMON-{uuid.uuid4().hex}"
+    env = {"TINYTORCH_SANDBOX_NAMESPACES": namespaces}
+    run = grade(tmp_path, DAEMON.format(mark=mark), env=env)
+    assert (run.code, run.verdict) == (0, "PASS")
+    layer = run.doc["isolation"]["orphans"]
+    assert layer["active"] is True and "no_new_privs" in layer["why"], layer
+    assert _pgrep(mark) == []
+    _bounded(run)
+
+
 def test_killpg_at_import_does_not_touch_the_grader(tmp_path: Path) -> None:
     body = "\nimport os as _os, signal as _sig\n_os.killpg(_os.getpgrp(), _sig.SIGKILL)\n"
     run = grade(tmp_path, body)

@@ -263,6 +263,10 @@ def worker_main(cfg: dict[str, Any]) -> None:
     if blocked:
         ids = None
         layers["uid"] = [False, f"kept: {', '.join(blocked)} cannot be read by the sandbox uid"]
+    # Always, uid drop or not: no_new_privs cannot be unset and every process the submission
+    # starts inherits it, so the grader knows them even after setsid + double fork + env -i.
+    nnp, why = contain.prctl(contain.PR_SET_NO_NEW_PRIVS, 1)
+    layers["no_new_privs"] = [nnp, "set, inherited by all it starts" if nnp else why]
     try:
         if ids is not None or "uid" not in layers:
             layers["uid"] = list(contain.drop_privileges(ids))

@@ -18,6 +18,11 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
 - limits: RLIMIT_AS / CPU / FSIZE / NPROC, and no core dumps.
 The tree kill (`kill_tree`) finds what the child started by session, process group, ancestry and
 a per-sandbox token in the environment, SIGKILLs it all and reaps what was reparented to us.
+A process can shed all of those (setsid, a double fork, `env -i`), but not no_new_privs, which
+every sandbox child sets and every process it starts inherits: as the subreaper, the grader
+adopts such a daemon, so any process re-parented to it with no_new_privs set that is not a live
+sandbox child of its own is killed with the tree (`orphan_rule`; where the grader itself runs
+with no_new_privs, the sandbox uid marks them instead).
 """
 
 from __future__ import annotations
@@ -227,7 +232,53 @@ def _has_token(pid: int, token: bytes) -> bool:
         return False
 
 
-def _members(root_pid: int, token: str) -> set[int]:
+LIVE: set[int] = set()  # pids of the sandbox children this grader started and has not killed
+
+
+def _status_field(pid: int, name: str) -> str | None:
+    """A field of /proc/PID/status ("NoNewPrivs", "Uid", ...), or None."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def orphan_rule(uid: int | None) -> tuple[str | None, str]:
+    """(how a process re-parented to the grader is known for a sandbox's: "nnp", "uid" or None,
+    why). uid: the sandbox's uid after its drop (None: it keeps the grader's)."""
+    if not LINUX or not os.path.isdir("/proc"):
+        return None, "no /proc: only the tree kill's other marks apply"
+    mine = _status_field(os.getpid(), "NoNewPrivs")
+    if mine == "0":
+        return "nnp", "processes re-parented to the grader with no_new_privs set are killed"
+    if uid is not None and uid != os.getuid():
+        return "uid", f"processes re-parented to the grader running as uid {uid} are killed"
+    why = "the grader itself has no_new_privs" if mine == "1" else "no NoNewPrivs in /proc"
+    return None, f"{why} and the sandbox keeps its uid: a daemon that sheds every mark survives"
+
+
+def _adopted(
+    table: dict[int, tuple[int, int, int, str]], root_pid: int, uid: int | None
+) -> set[int]:
+    """The grader's children that it did not start itself: a sandbox's orphans (see orphan_rule)."""
+    rule, _why = orphan_rule(uid)
+    me, found = os.getpid(), set()
+    for pid, (ppid, *_rest) in table.items():
+        if ppid != me or pid == root_pid or pid in LIVE or rule is None:
+            continue
+        if rule == "nnp":
+            marked = _status_field(pid, "NoNewPrivs") == "1"
+        else:  # its real uid is the sandbox's
+            marked = (_status_field(pid, "Uid") or "").split()[:1] == [str(uid)]
+        if marked:
+            found.add(pid)
+    return found
+
+
+def _members(root_pid: int, token: str, uid: int | None = None) -> set[int]:
     """Every live process that belongs to the child rooted at root_pid (Linux /proc)."""
     mark = f"{TOKEN_VAR}={token}".encode()
     table: dict[int, tuple[int, int, int, str]] = {}
@@ -241,6 +292,7 @@ def _members(root_pid: int, token: str) -> set[int]:
     for pid, (_ppid, pgid, sid, _state) in table.items():
         if pid != me and (sid == root_pid or pgid == root_pid or _has_token(pid, mark)):
             found.add(pid)
+    found |= _adopted(table, root_pid, uid)
     grew = True
     while grew:  # descendants of anything found
         grew = False
@@ -251,14 +303,29 @@ def _members(root_pid: int, token: str) -> set[int]:
     return found
 
 
-def kill_tree(proc: subprocess.Popen, token: str) -> None:
+def kill_tree(proc: subprocess.Popen, token: str, uid: int | None = None) -> None:
     """SIGKILL the child and everything it started; reap what was reparented to the grader.
 
-    Repeats until a scan of /proc finds nothing of the child's alive (a fork racing the kill)."""
+    uid: the sandbox's uid after its drop (None: the grader's). Repeats until a fresh scan of
+    /proc finds nothing of the child's alive (a fork racing the kill, a daemon re-parented to the
+    grader by the kill itself)."""
     pid, me = proc.pid, os.getpid()
+    LIVE.discard(pid)
     scan = LINUX and os.path.isdir("/proc")
-    for _round in range(50):
-        members = _members(pid, token) if scan else set()
+    for round_ in range(50):
+        members = _members(pid, token, uid) if scan else set()
+        alive = False
+        for target in members - {pid}:
+            st = _stat(target)
+            if st is None:
+                continue
+            if st[0] == me and st[3] == "Z":  # an orphan that came back to us (subreaper): reap it
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(target, os.WNOHANG)
+            elif st[3] != "Z":
+                alive = True
+        if round_ and not alive:
+            return
         for target in members:
             with contextlib.suppress(OSError):
                 os.kill(target, signal.SIGKILL)
@@ -268,19 +335,13 @@ def kill_tree(proc: subprocess.Popen, token: str) -> None:
             proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
-        alive = False
-        for target in members - {pid}:
+        for target in members - {pid}:  # reap what died and was ours to reap
             st = _stat(target)
-            if st is None:
-                continue
-            if st[0] == me:  # an orphan that came back to us (subreaper): reap it
+            if st is not None and st[0] == me:
                 with contextlib.suppress(ChildProcessError, OSError):
                     os.waitpid(target, 0)
-            elif st[3] != "Z":
-                alive = True
-        if not alive:
-            return
-        time.sleep(0.01)
+        if round_:
+            time.sleep(0.01)
 
 
 # ---- child side -------------------------------------------------------------------------------

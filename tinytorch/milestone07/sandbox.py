@@ -329,6 +329,7 @@ class Sandbox:
         self._reader: wire.FdReader | None = None
         self._next_id = 0
         self._in_ns = False
+        self._uid: int | None = None  # the child's uid after its drop (None: the grader's)
 
     def __enter__(self) -> Sandbox:  # noqa: PYI034
         return self
@@ -378,6 +379,10 @@ class Sandbox:
         finally:
             os.close(req_r)
             os.close(rep_w)
+        contain.LIVE.add(self._proc.pid)
+        self._uid = ids[0] if ids else None
+        rule, rule_why = contain.orphan_rule(self._uid)
+        self._layer("orphans", rule is not None, rule_why)
         self._layer("session", True, "own session and process group")
         self._layer("workdir", True, f"a private copy in {work}" if copied else f"private {work}")
         trimmed = "trimmed: PATH, locale, thread and TINYTORCH_* variables only"
@@ -468,7 +473,7 @@ class Sandbox:
         """Kill the child and everything it started, reap them, remove its folder."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            contain.kill_tree(proc, self._token)
+            contain.kill_tree(proc, self._token, self._uid)
         if self._req_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._req_fd)
