@@ -57,6 +57,7 @@ SEED = 0  # another seed draws other test data
 TIMEOUT = 5.0  # seconds each case may run before it is called a hang
 PART_B = "default"  # native timings: "default", "quick" or "off"
 GRADING = False  # grading mode (tito grade's default): a secret seed and hidden cases in the gate
+BUDGET = None  # seconds for the whole gate, then the rest is TIMEOUT (tito grade: its --budget)
 
 # %%
 # %matplotlib inline
@@ -136,7 +137,9 @@ adjoint = walk("col2im")
 # deeper check explains a group's failures, it is named first, as the root cause.
 
 # %%
-part_a = m07.run_part_a(IMPL, seed=None if GRADING else SEED, timeout=TIMEOUT, grading=GRADING)
+part_a = m07.run_part_a(
+    IMPL, seed=None if GRADING else SEED, timeout=TIMEOUT, grading=GRADING, budget=BUDGET
+)
 show(cases_bundle(part_a.cases, stage="gate", compact=True, checks=part_a.checks))
 show(checks_bundle(part_a.checks))
 drawn = viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours

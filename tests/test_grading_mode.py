@@ -214,6 +214,39 @@ def test_tito_grade_injects_grading_unless_practice(tmp_path: Path) -> None:
     assert any("practice mode" in w for w in doc["warnings"])
 
 
+@pytest.mark.timeout(180)
+def test_tito_grade_gives_the_gate_the_clis_budget_unless_told(tmp_path: Path) -> None:
+    import nbformat
+
+    from tinytorch.cli.milestone import DEFAULT_BUDGET_S
+
+    nb, report, executed = (
+        _fixture(tmp_path, "BUDGET = None\n"),
+        tmp_path / "r.json",
+        tmp_path / "e.ipynb",
+    )
+    base = ["grade", str(nb), "--report", str(report), "--executed", str(executed)]
+    for extra, injected in (
+        ([], f"BUDGET = {DEFAULT_BUDGET_S!r}"),
+        (["--budget", "7"], "BUDGET = 7.0"),
+        (["-p", "BUDGET=9"], "BUDGET = 9"),
+    ):
+        assert main([*base, *extra]) == 0
+        assert injected in nbformat.read(executed, as_version=4).cells[1].source, extra
+    assert main([*base, "--budget", "0"]) == 2  # a usage error, like tito milestone run's
+
+
+def test_the_notebooks_gate_takes_the_budget_parameter() -> None:
+    import nbformat
+
+    from tinytorch.grading.grade import DEFAULT_NOTEBOOK, takes_parameter
+
+    nb = nbformat.read(DEFAULT_NOTEBOOK, as_version=4)
+    assert takes_parameter(nb, "BUDGET")
+    gate = [c.source for c in nb.cells if "part_a = m07.run_part_a(" in c.source]
+    assert len(gate) == 1 and "budget=BUDGET" in gate[0]
+
+
 def test_the_packages_own_module_is_not_graded_as_its_own_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
