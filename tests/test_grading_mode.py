@@ -18,7 +18,7 @@ from tinytorch.milestone07 import (
     to_json,
     validate,
 )
-from tinytorch.milestone07.cases import hidden_cases
+from tinytorch.milestone07.cases import HIDDEN_GROUPS, hidden_cases
 from tinytorch.milestone07.part_a import resolve_seed
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
@@ -71,7 +71,7 @@ def test_bad_budget_or_memory_limit_is_a_usage_error(extra: list[str]) -> None:
 def test_hidden_cases_are_named_seeded_ragged_and_never_published() -> None:
     first, again, other = hidden_cases(1234), hidden_cases(1234), hidden_cases(99)
     assert first == again and first != other  # the seed decides them, and only the seed
-    assert {c.group for c in first} == set(GROUPS)
+    assert {c.group for c in first} == set(HIDDEN_GROUPS) == {*GROUPS, "im2col"}
     assert all(c.name.startswith("hidden/" + c.group + "/") for c in first)
     assert len({c.name for c in first}) == len(first)
     published = [c.params for c in CASES]
@@ -94,6 +94,28 @@ def test_hidden_tiles_and_shapes_vary_across_runs() -> None:
         for c in hidden_cases(s, ["im2col_conv2d", "col2im"])
     }
     assert len(geoms) > 100
+
+
+def test_hidden_im2col_cases_grade_im2col_itself(tmp_path: Path) -> None:
+    # right for every kernel size anything published uses (2, 3, 5), rows reversed for 1 and 4
+    wrong = BASE.read_text() + (
+        "\n_im2col = im2col\n"
+        "def im2col(x, kernel_size, stride=1, padding=0):\n"
+        "    cols = _im2col(x, kernel_size, stride, padding).data\n"
+        "    return Tensor(cols[::-1] if kernel_size in (1, 4) else cols)\n"
+    )
+    path = tmp_path / "odd_kernels.py"
+    path.write_text(wrong)
+    assert run_part_a(str(path)).verdict == "PASS"  # nothing published can see it
+    seed = next(
+        s for s in range(1000)
+        if any(c.group == "im2col" and c.params["kernel_size"] in (1, 4) for c in hidden_cases(s))
+    )  # fmt: skip
+    graded = run_part_a(str(path), grading=True, seed=seed)
+    failed = [c for c in graded.hidden if c.group == "im2col" and c.status == "fail"]
+    assert failed and all(c.blame == ["im2col"] and c.lesson for c in failed), graded.hidden
+    assert graded.verdict == "NOT_PASSED" and "im2col" in graded.blamed()
+    validate(to_json(graded, None))
 
 
 def test_grading_run_grades_hidden_cases_and_reports_them_after_the_run() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.milestone07.cases import GROUPS, LESSONS, Case
+from tinytorch.milestone07.cases import HIDDEN_GROUPS, LESSONS, Case
 from tinytorch.milestone07.references import out_size, ref_col2im
 
 # Lessons of failures that are not a wrong answer: the kernel never gave one.
@@ -267,7 +267,7 @@ def diagnose(cases: Sequence[Any], checks: Sequence[Any] = ()) -> Diagnosis:
         explained = [c for c in explained if c.name not in diag.cause_of]
         for c in explained:
             diag.cause_of[c.name] = check.name
-        groups = [g for g in GROUPS if any(c.group == g for c in explained)]
+        groups = [g for g in HIDDEN_GROUPS if any(c.group == g for c in explained)]
         diag.root_causes.append(
             RootCause(
                 check.name,
