@@ -386,3 +386,28 @@ def test_the_orphan_rule_falls_back_to_the_sandbox_uid(monkeypatch: pytest.Monke
     )
     rule, why = contain.orphan_rule(None)
     assert rule is None and "survives" in why  # said in the isolation section, not hidden
+
+
+def test_a_file_among_other_students_files_is_copied_alone(tmp_path: Path) -> None:
+    (tmp_path / "bob.py").write_text("ANSWER = 'bob worked for this'\n")
+    (tmp_path / "carol.py").symlink_to("/etc/hostname")
+    alice = tmp_path / "alice.py"
+    alice.write_text(BASE.read_text() + "\nimport bob  # another student's file\n")
+    with Sandbox(str(alice)) as box:
+        info = box.start()
+        assert sorted(os.listdir(Path(box._root) / "work")) == ["alice.py"]
+    assert info["status"] == "import_error" and "No module named 'bob'" in info["error"]
+
+
+def test_a_folder_submission_brings_its_own_modules(tmp_path: Path) -> None:
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("SCALE = 0.5\n")
+    (folder / "link.py").symlink_to("/etc/hostname")  # never followed into the child's folder
+    (folder / "acceleration.py").write_text(
+        BASE.read_text() + "\nfrom helpers import SCALE  # a module of the submission's own\n"
+    )
+    with Sandbox(str(folder / "acceleration.py")) as box:
+        info = box.start()
+        assert sorted(os.listdir(Path(box._root) / "work")) == ["acceleration.py", "helpers.py"]
+    assert info["status"] == "ok" and set(info["functions"].values()) == {"ok"}

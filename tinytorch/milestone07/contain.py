@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinytorch.milestone07.impl import MODULE_FILE
+
 LINUX = sys.platform.startswith("linux")
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -49,7 +51,7 @@ TOKEN_VAR = "TINYTORCH_SANDBOX_TOKEN"
 NAMESPACES_VAR = "TINYTORCH_SANDBOX_NAMESPACES"  # "0": do not try unshare (tests, odd hosts)
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
 KEEP_PREFIXES = ("LC_", "OMP_", "OPENBLAS_", "MKL_", "GOTO_", "TINYTORCH_", "KMP_")
-MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # sibling .py files copied next to a submission
+MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # a folder submission's .py files copied with it
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,10 @@ def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str
     """(root, workdir, impl path inside it): a fresh folder, the submission copied in.
 
     root is an empty folder the child starts in; workdir (owned by the sandbox uid) holds a copy
-    of the student's .py file and its sibling .py files."""
+    of the student's file, and only for a folder submission (the file is acceleration.py, the
+    course's Module 17 file, as `tito release` and the class grader's folders have it) the .py
+    files beside it, which it may import. Any other file comes alone: in a folder of many
+    students' files (alice.py, bob.py), the others' files never reach the child's folder."""
     _sweep_stale()
     root = tempfile.mkdtemp(prefix=f"tt-sandbox-{os.getpid()}-")
     os.chmod(root, 0o711)
@@ -176,7 +181,9 @@ def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str
     copied = None
     if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: copied
         src = Path(impl).resolve()
-        siblings = sorted(p for p in src.parent.glob("*.py") if p != src)[:MAX_COPY_FILES]
+        folder = src.name == MODULE_FILE
+        siblings = sorted(p for p in src.parent.glob("*.py") if p != src) if folder else []
+        siblings = [p for p in siblings if p.is_file() and not p.is_symlink()][:MAX_COPY_FILES]
         budget = MAX_COPY_BYTES
         for path in [src, *siblings]:
             with contextlib.suppress(OSError):

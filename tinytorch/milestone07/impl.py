@@ -20,6 +20,7 @@ from tinytorch.milestone07 import submission
 from tinytorch.milestone07.cases import FUNCTIONS
 
 DEFAULT_IMPL = "tinytorch.perf.acceleration"
+MODULE_FILE = "acceleration.py"  # the course's Module 17 file: a folder holding it is a submission
 
 
 def is_path(impl: str) -> bool:
