@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -487,3 +488,102 @@ def test_protocol_is_a_result_status_of_its_own() -> None:
     broken = CaseResult("fused_gelu/zeros", "fused_gelu", "", "protocol", None, None, "", "", 0.0)
     result = PartAResult("NOT_PASSED", "x.py", 0, [broken], [], [], 0.0)
     assert result.stalled() == {"fused_gelu"}  # Part B does not time a function that broke it
+
+
+# ---- products the audit cannot see, limits, ptrace (issue 9 audit gap 9) -------------------------
+THROUGH_TORCH = """
+import torch as _torch
+def tiled_matmul(a, b, tile_size=64):  # copied into torch, multiplied there
+    A = _torch.tensor(_arr(a).tolist(), dtype=_torch.float32)
+    B = _torch.tensor(_arr(b).tolist(), dtype=_torch.float32)
+    return Tensor((A @ B).numpy())
+"""
+THROUGH_SIMD = """
+from tinytorch.extensions import simd as _simd
+assert _simd.available()[0], _simd.available()[1]  # built at import, not inside a timed call
+def tiled_matmul(a, b, tile_size=64):  # the bundled C++ kernel
+    A = np.array(_arr(a).tolist(), dtype=np.float32)
+    return Tensor(_simd.matmul(A, np.array(_arr(b).tolist(), dtype=np.float32)))
+"""
+
+
+def _simd_or_skip() -> None:
+    from tinytorch.extensions import simd
+
+    ok, why = simd.available()
+    if not ok:
+        pytest.skip(f"the C++ SIMD kernels are not available here: {why}")
+
+
+@pytest.mark.parametrize("through", ["torch", "simd"])
+def test_a_product_through_torch_or_the_simd_kernels_is_not_observed(
+    tmp_path: Path, drop: Path, through: str
+) -> None:
+    if through == "torch":
+        pytest.importorskip("torch", reason="torch is not installed")
+    else:
+        _simd_or_skip()
+    body = THROUGH_TORCH if through == "torch" else THROUGH_SIMD
+    run = grade(tmp_path, body, env={"TINYTORCH_CACHE_DIR": str(drop)})  # a cache nobody may write
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    audit = _check(run, "tiling audit")
+    assert audit["status"] == "not_observed" and "could not be verified" in audit["detail"], audit
+    assert all(c["status"] == "pass" for c in run.doc["cases"])  # right answers, unseen tiling
+    _bounded(run, 120)
+
+
+def _limited(tmp_path: Path, body: str, **limits: int) -> tuple[dict, list[int]]:
+    """One fused_gelu call in a Sandbox with the given limits; (reply, processes left after)."""
+    from tinytorch.milestone07.sandbox import Sandbox
+
+    mark = f"LIMIT-{uuid.uuid4().hex}"
+    impl = tmp_path / "limited.py"
+    impl.write_text(BASE.read_text() + body)
+    with Sandbox(str(impl), {"TINYTORCH_MARK": mark}, limits=limits) as box:
+        assert box.start()["status"] == "ok"
+        reply = box.request(
+            {"fn": "fused_gelu", "args": [np.zeros(3, np.float32)], "kwargs": {}}, 60
+        )
+    return reply, _left_with(mark)
+
+
+def test_the_cpu_seconds_limit_is_a_named_failure(tmp_path: Path) -> None:
+    body = "\ndef fused_gelu(x):\n    while True:\n        pass\n"
+    start = time.monotonic()
+    reply, left = _limited(tmp_path, body, cpu_seconds=2)
+    assert reply["status"] == "crash" and "SIGXCPU" in reply["error"], reply
+    assert time.monotonic() - start < 40  # the CPU limit, not the 60 s timeout, ended it
+    assert left == []
+
+
+def test_the_file_size_limit_is_a_named_failure(tmp_path: Path) -> None:
+    body = (
+        "\ndef fused_gelu(x):\n    with open('big.bin', 'wb') as f:\n"
+        "        f.write(b'x' * (3 << 20))\n    return Tensor(x)\n"
+    )
+    reply, left = _limited(tmp_path, body, file_bytes=1 << 20)
+    assert reply["status"] == "raised" and "File too large" in reply["error"], reply
+    assert left == []
+
+
+PTRACE = """
+import ctypes as _ct, os as _os
+_libc = _ct.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [_ct.c_long, _ct.c_long, _ct.c_void_p, _ct.c_void_p]
+for _pid in sorted({{_os.getppid(), 1, *[int(p) for p in _os.listdir("/proc") if p.isdigit()]}}):
+    if _pid in (0, _os.getpid()):
+        continue
+    if _libc.ptrace(16, _pid, None, None) == 0:  # PTRACE_ATTACH: someone to read or rewrite
+        open({marker!r} + str(_pid), "w").close()
+        _libc.ptrace(17, _pid, None, None)  # PTRACE_DETACH
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the uid drop is what refuses ptrace")
+def test_ptrace_of_the_grader_is_refused(tmp_path: Path, drop: Path) -> None:
+    marker = str(drop / "attached-")
+    run = grade(tmp_path, PTRACE.format(marker=marker))
+    assert (run.code, run.verdict) == (0, "PASS")
+    assert run.doc["isolation"]["uid"]["active"] and run.doc["isolation"]["namespaces"]["active"]
+    assert list(drop.iterdir()) == []  # not the grader, not the namespace's pid 1, nobody
+    _bounded(run)

@@ -51,6 +51,7 @@ TOKEN_VAR = "TINYTORCH_SANDBOX_TOKEN"
 NAMESPACES_VAR = "TINYTORCH_SANDBOX_NAMESPACES"  # "0": do not try unshare (tests, odd hosts)
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
 KEEP_PREFIXES = ("LC_", "OMP_", "OPENBLAS_", "MKL_", "GOTO_", "TINYTORCH_", "KMP_")
+CPU_GRACE_S = 5  # CPU seconds past the soft limit before the kernel's SIGKILL
 MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # a folder submission's .py files copied with it
 
 
@@ -358,19 +359,21 @@ def set_limits(limits: ChildLimits, uid: int | None) -> dict[str, Any]:
 
     done: dict[str, Any] = {}
 
-    def cap(name: str, which: int, value: int | None) -> None:
+    def cap(name: str, which: int, value: int | None, grace: int = 0) -> None:
         if value is None:
             done[name] = "unset"
             return
         try:
-            resource.setrlimit(which, (value, value))
+            resource.setrlimit(which, (value, value + grace))
             done[name] = value
         except (ValueError, OSError) as exc:
             done[name] = f"refused: {exc}"
 
     cap("core", resource.RLIMIT_CORE, 0)
     cap("memory_bytes", resource.RLIMIT_AS, limits.memory_bytes)
-    cap("cpu_seconds", resource.RLIMIT_CPU, limits.cpu_seconds)
+    # soft < hard: at the limit SIGXCPU ends the child with a name; one that ignores it is
+    # SIGKILLed CPU_GRACE_S later (with soft == hard the kernel sends a bare SIGKILL at once)
+    cap("cpu_seconds", resource.RLIMIT_CPU, limits.cpu_seconds, CPU_GRACE_S)
     cap("file_bytes", resource.RLIMIT_FSIZE, limits.file_bytes)
     procs = limits.processes
     if procs is not None and LINUX:  # counted per real uid: room beyond what that uid runs now

@@ -257,6 +257,13 @@ def default_out_cap(args: list[Any]) -> int:
     return 64 * n + (1 << 16)
 
 
+_SIGNAL_MEANS = {
+    "SIGXCPU": " (its CPU-seconds limit)",
+    "SIGXFSZ": " (its file-size limit)",
+    "SIGSEGV": " (a segfault)",
+}
+
+
 def _death(exitcode: int | None, in_namespace: bool) -> str:
     if exitcode is None:
         return "the child process stopped answering"
@@ -267,7 +274,7 @@ def _death(exitcode: int | None, in_namespace: bool) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        return f"the child process died with {name}"
+        return f"the child process died with {name}{_SIGNAL_MEANS.get(name, '')}"
     return f"the child process exited with status {exitcode}"
 
 
