@@ -151,6 +151,17 @@ def test_running_the_references_source_is_not_passed_when_grading(
     assert "tiled_matmul" in own.detail
 
 
+def test_the_references_fingerprints_are_computed_once_per_grader() -> None:
+    from tinytorch.milestone07 import fingerprint
+
+    first = fingerprint.reference_fingerprints()
+    misses = fingerprint._reference_fingerprints.cache_info().misses
+    first.clear()  # a caller's copy: the cache keeps its own
+    again = fingerprint.reference_fingerprints()
+    assert again and "tiled_matmul" in again.values()
+    assert fingerprint._reference_fingerprints.cache_info().misses == misses  # not recomputed
+
+
 def test_reference_text_in_the_submission_itself_is_a_similarity_question(tmp_path: Path) -> None:
     """Out of scope for the gate (README, Grading safely): the class grader flags it instead."""
     from tinytorch.release import reference_path
