@@ -151,6 +151,17 @@ def test_running_the_references_source_is_not_passed_when_grading(
     assert "tiled_matmul" in own.detail
 
 
+def test_the_references_fingerprints_are_computed_once_per_grader() -> None:
+    from tinytorch.milestone07 import fingerprint
+
+    first = fingerprint.reference_fingerprints()
+    misses = fingerprint._reference_fingerprints.cache_info().misses
+    first.clear()  # a caller's copy: the cache keeps its own
+    again = fingerprint.reference_fingerprints()
+    assert again and "tiled_matmul" in again.values()
+    assert fingerprint._reference_fingerprints.cache_info().misses == misses  # not recomputed
+
+
 def test_reference_text_in_the_submission_itself_is_a_similarity_question(tmp_path: Path) -> None:
     """Out of scope for the gate (README, Grading safely): the class grader flags it instead."""
     from tinytorch.release import reference_path
@@ -236,6 +247,16 @@ WHOLE_MATMULS = {
         "    audit.record = lambda *args: None\n"
         "    return Tensor(_arr(a) @ _arr(b))\n"
     ),
+    "one_small_slice": (  # a tile-sized slice as the only evidence, the product out of sight
+        "    A, B = _arr(a), _arr(b)\n"
+        "    A[:1, :1]\n"
+        "    return Tensor(A.view(np.ndarray) @ B.view(np.ndarray))\n"
+    ),
+    "one_small_product": (  # one tile-sized product seen, the whole one out of sight
+        "    A, B = _arr(a), _arr(b)\n"
+        "    A[:1, :1] @ B[:1, :1]\n"
+        "    return Tensor(A.view(np.ndarray) @ B.view(np.ndarray))\n"
+    ),
 }
 
 
@@ -252,6 +273,95 @@ def test_a_whole_matrix_matmul_fails_the_tiling_audit(name: str, tmp_path: Path)
     assert result.verdict == "NOT_PASSED" and "tiled_matmul" in result.blamed()
     if name not in TAMPERING:  # K1's guard fails every reply after tampering, not just the audit
         assert result.passed() == 30 and result.blamed() == {"tiled_matmul"}
+
+
+@pytest.mark.parametrize("grading", [False, True], ids=["practice", "grading"])
+def test_a_small_slice_or_product_does_not_vouch_for_the_whole_product(
+    grading: bool, tmp_path: Path
+) -> None:
+    body = "\ndef tiled_matmul(a, b, tile_size=64):\n" + WHOLE_MATMULS["one_small_slice"]
+    result = run_part_a(_write(tmp_path, "slice", BASE.read_text() + body), grading=grading)
+    audit = next(c for c in result.checks if c.name == "tiling audit")
+    assert audit.status == "not_observed" and "could not be verified" in audit.detail, audit
+    assert "tile-sized slices of 1/" in audit.detail  # it names how little it saw
+    assert result.verdict == "NOT_PASSED" and result.blamed() == {"tiled_matmul"}
+
+
+def test_tiling_only_the_published_audit_shapes_fails_when_grading(tmp_path: Path) -> None:
+    from tinytorch.milestone07.checks import AUDIT_PROBLEMS
+
+    shapes = sorted({(m, k, n) for m, k, n, _t in AUDIT_PROBLEMS})
+    cheat = BASE.read_text() + (
+        f"\nAUDITED = {shapes!r}\n"
+        "_tiled = tiled_matmul\n"
+        "def tiled_matmul(a, b, tile_size=64):\n"
+        "    A, B = _arr(a), _arr(b)\n"
+        "    if (A.shape[0], A.shape[1], B.shape[1]) in AUDITED:\n"
+        "        return _tiled(a, b, tile_size)\n"
+        "    return Tensor(A.view(np.ndarray) @ B.view(np.ndarray))\n"
+    )
+    path = _write(tmp_path, "audited_shapes", cheat)
+    practice = run_part_a(path, cases=["fused_gelu"])
+    assert next(c for c in practice.checks if c.name == "tiling audit").status == "pass"
+    graded = run_part_a(path, cases=["fused_gelu"], grading=True)
+    audit = next(c for c in graded.checks if c.name == "tiling audit")
+    assert audit.status == "not_observed" and graded.verdict == "NOT_PASSED", audit
+
+
+def test_block_slices_are_recorded_with_their_index_ranges() -> None:
+    from tinytorch.milestone07 import audit
+
+    a = np.arange(35, dtype=np.float32).reshape(5, 7).view(audit.AuditArray)
+    b = np.zeros((7, 3), dtype=np.float32).view(audit.AuditArray)
+    audit.reset([a, b, None])
+    a[1:3, 2:6]  # a block
+    a[4]  # one row
+    a[:, 6:][None]  # a column, with an axis added
+    b.T[1:, :4]  # a block of B, through its transpose
+    a[::2, :2]  # a step: not one dense block
+    a[0:2, 5:7].copy()[:, :1]  # a copy: no longer A's memory
+    assert set(audit.BOXES) == {
+        (0, 1, 3, 2, 6),
+        (0, 4, 5, 0, 7),
+        (0, 0, 5, 6, 7),
+        (1, 0, 4, 1, 3),
+        (0, 0, 2, 5, 7),  # the slice that was copied is itself a block
+    }
+    audit.reset()
+    assert audit.BOXES == {} and audit.OPERANDS == []
+
+
+def test_what_the_audit_saw_must_account_for_the_product() -> None:
+    from tinytorch.milestone07.references import ref_matmul
+
+    class Answers:  # the right answer to every audit problem, with the given evidence
+        def __init__(self, evidence: Any) -> None:
+            self.evidence = evidence
+
+        def call(self, fn: str, args: list[Any], kwargs: dict[str, Any], **opts: Any) -> dict:
+            (m, k), n, t = args[0].shape, args[1].shape[1], kwargs["tile_size"]
+            out = ref_matmul(*args).astype(np.float32)
+            return {"status": "ok", "output": out, **self.evidence(m, k, n, t)}
+
+    def tiles(m: int, k: int, n: int, t: int) -> dict:
+        boxes = [
+            [0, i, min(i + t, m), j, min(j + t, k)] for i in range(0, m, t) for j in range(0, k, t)
+        ]
+        boxes += [
+            [1, i, min(i + t, k), j, min(j + t, n)] for i in range(0, k, t) for j in range(0, n, t)
+        ]
+        return {"boxes": boxes}
+
+    def products(m: int, k: int, n: int, t: int) -> dict:
+        rec = [["matmul", [[t, t], [t, t]]]] * (-(-m // t) * -(-k // t) * -(-n // t))
+        return {"records": rec}
+
+    assert tiling_audit(Answers(tiles), 0).status == "pass"
+    assert tiling_audit(Answers(products), 0).status == "pass"
+    half = tiling_audit(Answers(lambda m, k, n, t: {"boxes": tiles(m, k, n, t)["boxes"][1:]}), 0)
+    assert half.status == "not_observed" and not half.ok
+    big = tiling_audit(Answers(lambda m, k, n, t: {"boxes": [[0, 0, m, 0, k], [1, 0, k, 0, n]]}), 0)
+    assert big.status == "not_observed"  # whole-operand "blocks" are not tile-sized
 
 
 class _Replies:

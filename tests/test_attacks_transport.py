@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +46,7 @@ class Run:
     seconds: float
     maxrss_kb: int
     stderr: str
+    stdout: str = ""
 
 
 @pytest.fixture
@@ -80,7 +82,7 @@ def grade(tmp: Path, body: str, env: dict[str, str] | None = None, timeout: floa
     assert (out.read_text() if out.exists() else "") == text, "the result file changed later"
     doc = json.loads(text) if text else {}
     verdict = doc.get("verdict")
-    return Run(done.returncode, verdict, doc, seconds, rss[-1], done.stderr)
+    return Run(done.returncode, verdict, doc, seconds, rss[-1], done.stderr, done.stdout)
 
 
 def _case_status(run: Run, name: str) -> str:
@@ -162,7 +164,7 @@ def fused_gelu(x):
 def test_frames_forged_into_the_reply_pipe(tmp_path: Path, data: bytes) -> None:
     run = grade(tmp_path, FORGE.format(data=repr(data)))
     assert (run.code, run.verdict) == (1, "NOT_PASSED")
-    assert _case_status(run, "fused_gelu/zeros") in ("crash", "fail")
+    assert _case_status(run, "fused_gelu/zeros") in ("protocol", "fail")
     assert all(c["status"] == "pass" for c in run.doc["cases"] if c["group"] != "fused_gelu")
     _bounded(run)
 
@@ -170,13 +172,71 @@ def test_frames_forged_into_the_reply_pipe(tmp_path: Path, data: bytes) -> None:
 def test_a_well_formed_frame_with_another_id(tmp_path: Path) -> None:
     from tinytorch.milestone07 import wire
 
-    body = FORGE.format(data=repr(wire.encode(999, {"status": "ok"})))
+    body = FORGE.format(data=repr(wire.encode(999, {"status": "raised", "error": "forged"})))
     run = grade(tmp_path, body)
     assert (run.code, run.verdict) == (1, "NOT_PASSED")
-    assert _case_status(run, "fused_gelu/zeros") == "crash"
-    assert (
-        "protocol" in next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")["detail"]
-    )
+    gelu = [c for c in run.doc["cases"] if c["group"] == "fused_gelu"]
+    assert {c["status"] for c in gelu} == {"protocol"}
+    assert "a reply to request 999" in gelu[0]["detail"] and "channel" in gelu[0]["lesson"]
+    assert all(c["blame"] == ["fused_gelu"] for c in gelu)
+    assert "PROTOCOL" in run.stdout  # the terminal report names it too
+    _bounded(run)
+
+
+def _left_with(mark: str) -> list[int]:
+    """Processes whose environment or command line holds `mark` (what an attack left running)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            for part in ("environ", "cmdline"):
+                try:
+                    if mark.encode() in Path(f"/proc/{entry}/{part}").read_bytes():
+                        found.append(int(entry))
+                        break
+                except OSError:
+                    pass
+    return found
+
+
+FORGE_REPLY = """
+import os as _os, sys as _sys
+from tinytorch.milestone07 import wire as _wire
+_ok_gelu = fused_gelu
+def fused_gelu(x):
+    if _arr(x).shape == (8, 9):  # the zeros case: answer it with a frame of our own
+        frame = _sys._getframe()
+        while frame is not None and "msg_id" not in frame.f_locals:  # the child's request loop
+            frame = frame.f_back
+        _wire.write_frame(frame.f_locals["rep_fd"], frame.f_locals["msg_id"], {forged!r})
+        _os._exit(0)
+    return _ok_gelu(x)
+"""
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"status": []},
+        {"status": "raised"},
+        {"status": "ok"},
+        {"status": "not_tensor"},
+        {"status": "timeout", "error": "forged"},
+        {"status": "unloadable", "error": "forged"},
+    ],
+    ids=["list_status", "raised_no_error", "ok_no_output", "not_tensor_no_type", "timeout",
+         "unloadable"],
+)  # fmt: skip
+def test_a_forged_reply_with_the_right_id_is_a_protocol_failure(
+    tmp_path: Path, forged: dict
+) -> None:
+    mark = f"FORGED-{uuid.uuid4().hex}"
+    run = grade(tmp_path, FORGE_REPLY.format(forged=forged), env={"TINYTORCH_MARK": mark})
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    case = next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")
+    assert case["status"] == "protocol" and "malformed reply" in case["detail"], case
+    assert case["blame"] == ["fused_gelu"]
+    assert all(c["status"] == "pass" for c in run.doc["cases"] if c["group"] != "fused_gelu")
+    assert _left_with(mark) == []
     _bounded(run)
 
 
@@ -186,7 +246,7 @@ def test_an_output_far_larger_than_asked_for(tmp_path: Path) -> None:
     )
     run = grade(tmp_path, body)
     assert (run.code, run.verdict) == (1, "NOT_PASSED")
-    assert _case_status(run, "fused_gelu/zeros") == "crash"
+    assert _case_status(run, "fused_gelu/zeros") == "protocol"
     _bounded(run)
 
 
@@ -209,6 +269,32 @@ def test_twenty_orphans_do_not_outlive_the_grader(tmp_path: Path) -> None:
     mark = f"ORPHAN-{uuid.uuid4().hex}"
     run = grade(tmp_path, ORPHANS.format(mark=mark))
     assert (run.code, run.verdict) == (0, "PASS")
+    assert _pgrep(mark) == []
+    _bounded(run)
+
+
+DAEMON = """
+import os as _os
+_first = _os.fork()
+if _first == 0:  # a daemon that sheds every mark: its own session, a double fork, no environment
+    _os.setsid()
+    if _os.fork() == 0:
+        _os.execv("/usr/bin/env", ["env", "-i", "/bin/sh", "-c", "sleep 300; : {mark}"])
+    _os._exit(0)
+_os.waitpid(_first, 0)
+"""
+
+
+@pytest.mark.parametrize("namespaces", ["1", "0"], ids=["namespaces", "no_namespaces"])
+def test_a_double_forked_daemon_with_a_clean_environment_is_killed(
+    tmp_path: Path, namespaces: str
+) -> None:
+    mark = f"DAEMON-{uuid.uuid4().hex}"
+    env = {"TINYTORCH_SANDBOX_NAMESPACES": namespaces}
+    run = grade(tmp_path, DAEMON.format(mark=mark), env=env)
+    assert (run.code, run.verdict) == (0, "PASS")
+    layer = run.doc["isolation"]["orphans"]
+    assert layer["active"] is True and "no_new_privs" in layer["why"], layer
     assert _pgrep(mark) == []
     _bounded(run)
 
@@ -389,3 +475,115 @@ def test_a_tensor_whose_data_raises_is_a_named_error(tmp_path: Path) -> None:
     assert (run.code, run.verdict) == (1, "NOT_PASSED")
     case = next(c for c in run.doc["cases"] if c["name"] == "fused_gelu/zeros")
     assert case["status"] == "error" and "gotcha" in case["detail"], case
+
+
+def test_protocol_is_a_result_status_of_its_own() -> None:
+    from tinytorch.milestone07.report import MARK
+    from tinytorch.milestone07.results import CaseResult, PartAResult
+    from tinytorch.milestone07.schema import SCHEMA
+
+    case_enum = SCHEMA["properties"]["cases"]["items"]["properties"]["status"]["enum"]
+    check_enum = SCHEMA["properties"]["checks"]["items"]["properties"]["status"]["enum"]
+    assert "protocol" in case_enum and "protocol" in check_enum and MARK["protocol"] == "PROTOCOL"
+    broken = CaseResult("fused_gelu/zeros", "fused_gelu", "", "protocol", None, None, "", "", 0.0)
+    result = PartAResult("NOT_PASSED", "x.py", 0, [broken], [], [], 0.0)
+    assert result.stalled() == {"fused_gelu"}  # Part B does not time a function that broke it
+
+
+# ---- products the audit cannot see, limits, ptrace (issue 9 audit gap 9) -------------------------
+THROUGH_TORCH = """
+import torch as _torch
+def tiled_matmul(a, b, tile_size=64):  # copied into torch, multiplied there
+    A = _torch.tensor(_arr(a).tolist(), dtype=_torch.float32)
+    B = _torch.tensor(_arr(b).tolist(), dtype=_torch.float32)
+    return Tensor((A @ B).numpy())
+"""
+THROUGH_SIMD = """
+from tinytorch.extensions import simd as _simd
+assert _simd.available()[0], _simd.available()[1]  # built at import, not inside a timed call
+def tiled_matmul(a, b, tile_size=64):  # the bundled C++ kernel
+    A = np.array(_arr(a).tolist(), dtype=np.float32)
+    return Tensor(_simd.matmul(A, np.array(_arr(b).tolist(), dtype=np.float32)))
+"""
+
+
+def _simd_or_skip() -> None:
+    from tinytorch.extensions import simd
+
+    ok, why = simd.available()
+    if not ok:
+        pytest.skip(f"the C++ SIMD kernels are not available here: {why}")
+
+
+@pytest.mark.parametrize("through", ["torch", "simd"])
+def test_a_product_through_torch_or_the_simd_kernels_is_not_observed(
+    tmp_path: Path, drop: Path, through: str
+) -> None:
+    if through == "torch":
+        pytest.importorskip("torch", reason="torch is not installed")
+    else:
+        _simd_or_skip()
+    body = THROUGH_TORCH if through == "torch" else THROUGH_SIMD
+    run = grade(tmp_path, body, env={"TINYTORCH_CACHE_DIR": str(drop)})  # a cache nobody may write
+    assert (run.code, run.verdict) == (1, "NOT_PASSED")
+    audit = _check(run, "tiling audit")
+    assert audit["status"] == "not_observed" and "could not be verified" in audit["detail"], audit
+    assert all(c["status"] == "pass" for c in run.doc["cases"])  # right answers, unseen tiling
+    _bounded(run, 120)
+
+
+def _limited(tmp_path: Path, body: str, **limits: int) -> tuple[dict, list[int]]:
+    """One fused_gelu call in a Sandbox with the given limits; (reply, processes left after)."""
+    from tinytorch.milestone07.sandbox import Sandbox
+
+    mark = f"LIMIT-{uuid.uuid4().hex}"
+    impl = tmp_path / "limited.py"
+    impl.write_text(BASE.read_text() + body)
+    with Sandbox(str(impl), {"TINYTORCH_MARK": mark}, limits=limits) as box:
+        assert box.start()["status"] == "ok"
+        reply = box.request(
+            {"fn": "fused_gelu", "args": [np.zeros(3, np.float32)], "kwargs": {}}, 60
+        )
+    return reply, _left_with(mark)
+
+
+def test_the_cpu_seconds_limit_is_a_named_failure(tmp_path: Path) -> None:
+    body = "\ndef fused_gelu(x):\n    while True:\n        pass\n"
+    start = time.monotonic()
+    reply, left = _limited(tmp_path, body, cpu_seconds=2)
+    assert reply["status"] == "crash" and "SIGXCPU" in reply["error"], reply
+    assert time.monotonic() - start < 40  # the CPU limit, not the 60 s timeout, ended it
+    assert left == []
+
+
+def test_the_file_size_limit_is_a_named_failure(tmp_path: Path) -> None:
+    body = (
+        "\ndef fused_gelu(x):\n    with open('big.bin', 'wb') as f:\n"
+        "        f.write(b'x' * (3 << 20))\n    return Tensor(x)\n"
+    )
+    reply, left = _limited(tmp_path, body, file_bytes=1 << 20)
+    assert reply["status"] == "raised" and "File too large" in reply["error"], reply
+    assert left == []
+
+
+PTRACE = """
+import ctypes as _ct, os as _os
+_libc = _ct.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [_ct.c_long, _ct.c_long, _ct.c_void_p, _ct.c_void_p]
+for _pid in sorted({{_os.getppid(), 1, *[int(p) for p in _os.listdir("/proc") if p.isdigit()]}}):
+    if _pid in (0, _os.getpid()):
+        continue
+    if _libc.ptrace(16, _pid, None, None) == 0:  # PTRACE_ATTACH: someone to read or rewrite
+        open({marker!r} + str(_pid), "w").close()
+        _libc.ptrace(17, _pid, None, None)  # PTRACE_DETACH
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the uid drop is what refuses ptrace")
+def test_ptrace_of_the_grader_is_refused(tmp_path: Path, drop: Path) -> None:
+    marker = str(drop / "attached-")
+    run = grade(tmp_path, PTRACE.format(marker=marker))
+    assert (run.code, run.verdict) == (0, "PASS")
+    assert run.doc["isolation"]["uid"]["active"] and run.doc["isolation"]["namespaces"]["active"]
+    assert list(drop.iterdir()) == []  # not the grader, not the namespace's pid 1, nobody
+    _bounded(run)

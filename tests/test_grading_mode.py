@@ -18,7 +18,7 @@ from tinytorch.milestone07 import (
     to_json,
     validate,
 )
-from tinytorch.milestone07.cases import hidden_cases
+from tinytorch.milestone07.cases import HIDDEN_GROUPS, hidden_cases
 from tinytorch.milestone07.part_a import resolve_seed
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
@@ -40,7 +40,7 @@ def test_run_part_a_records_mode_and_seed_in_json() -> None:
     assert graded.grading is True and graded.seed != 0
     doc = to_json(graded, None)
     validate(doc)
-    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["schema_version"] == SCHEMA_VERSION == 3
     assert doc["grading"] is True and doc["seed"] == graded.seed
     assert isinstance(doc["hidden_cases"], list) and isinstance(doc["warnings"], list)
     assert isinstance(doc["isolation"], dict)
@@ -71,7 +71,7 @@ def test_bad_budget_or_memory_limit_is_a_usage_error(extra: list[str]) -> None:
 def test_hidden_cases_are_named_seeded_ragged_and_never_published() -> None:
     first, again, other = hidden_cases(1234), hidden_cases(1234), hidden_cases(99)
     assert first == again and first != other  # the seed decides them, and only the seed
-    assert {c.group for c in first} == set(GROUPS)
+    assert {c.group for c in first} == set(HIDDEN_GROUPS) == {*GROUPS, "im2col"}
     assert all(c.name.startswith("hidden/" + c.group + "/") for c in first)
     assert len({c.name for c in first}) == len(first)
     published = [c.params for c in CASES]
@@ -94,6 +94,28 @@ def test_hidden_tiles_and_shapes_vary_across_runs() -> None:
         for c in hidden_cases(s, ["im2col_conv2d", "col2im"])
     }
     assert len(geoms) > 100
+
+
+def test_hidden_im2col_cases_grade_im2col_itself(tmp_path: Path) -> None:
+    # right for every kernel size anything published uses (2, 3, 5), rows reversed for 1 and 4
+    wrong = BASE.read_text() + (
+        "\n_im2col = im2col\n"
+        "def im2col(x, kernel_size, stride=1, padding=0):\n"
+        "    cols = _im2col(x, kernel_size, stride, padding).data\n"
+        "    return Tensor(cols[::-1] if kernel_size in (1, 4) else cols)\n"
+    )
+    path = tmp_path / "odd_kernels.py"
+    path.write_text(wrong)
+    assert run_part_a(str(path)).verdict == "PASS"  # nothing published can see it
+    seed = next(
+        s for s in range(1000)
+        if any(c.group == "im2col" and c.params["kernel_size"] in (1, 4) for c in hidden_cases(s))
+    )  # fmt: skip
+    graded = run_part_a(str(path), grading=True, seed=seed)
+    failed = [c for c in graded.hidden if c.group == "im2col" and c.status == "fail"]
+    assert failed and all(c.blame == ["im2col"] and c.lesson for c in failed), graded.hidden
+    assert graded.verdict == "NOT_PASSED" and "im2col" in graded.blamed()
+    validate(to_json(graded, None))
 
 
 def test_grading_run_grades_hidden_cases_and_reports_them_after_the_run() -> None:
@@ -212,6 +234,39 @@ def test_tito_grade_injects_grading_unless_practice(tmp_path: Path) -> None:
     assert main(["grade", str(bare), "--report", str(report)]) == 0
     doc = json.loads(report.read_text())
     assert any("practice mode" in w for w in doc["warnings"])
+
+
+@pytest.mark.timeout(180)
+def test_tito_grade_gives_the_gate_the_clis_budget_unless_told(tmp_path: Path) -> None:
+    import nbformat
+
+    from tinytorch.cli.milestone import DEFAULT_BUDGET_S
+
+    nb, report, executed = (
+        _fixture(tmp_path, "BUDGET = None\n"),
+        tmp_path / "r.json",
+        tmp_path / "e.ipynb",
+    )
+    base = ["grade", str(nb), "--report", str(report), "--executed", str(executed)]
+    for extra, injected in (
+        ([], f"BUDGET = {DEFAULT_BUDGET_S!r}"),
+        (["--budget", "7"], "BUDGET = 7.0"),
+        (["-p", "BUDGET=9"], "BUDGET = 9"),
+    ):
+        assert main([*base, *extra]) == 0
+        assert injected in nbformat.read(executed, as_version=4).cells[1].source, extra
+    assert main([*base, "--budget", "0"]) == 2  # a usage error, like tito milestone run's
+
+
+def test_the_notebooks_gate_takes_the_budget_parameter() -> None:
+    import nbformat
+
+    from tinytorch.grading.grade import DEFAULT_NOTEBOOK, takes_parameter
+
+    nb = nbformat.read(DEFAULT_NOTEBOOK, as_version=4)
+    assert takes_parameter(nb, "BUDGET")
+    gate = [c.source for c in nb.cells if "part_a = m07.run_part_a(" in c.source]
+    assert len(gate) == 1 and "budget=BUDGET" in gate[0]
 
 
 def test_the_packages_own_module_is_not_graded_as_its_own_work(

@@ -125,6 +125,11 @@ def test_without_namespaces_the_tree_kill_still_finds_everything(
         if os.fork() == 0:
             os.execv("/bin/sh", ["/bin/sh", "-c", "sleep 300; : {mark}"])
         os._exit(0)
+    if os.fork() == 0:  # ... and one that also drops the sandbox's token: env -i
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/usr/bin/env", ["env", "-i", "/bin/sh", "-c", "sleep 300; : {mark}"])
+        os._exit(0)
     """)
     with Sandbox(_write(tmp_path, "daemons", body)) as box:
         assert box.start()["status"] == "ok"
@@ -133,7 +138,8 @@ def test_without_namespaces_the_tree_kill_still_finds_everything(
             "why": "turned off (TINYTORCH_SANDBOX_NAMESPACES=0)",
         }
         assert box.isolation["network"]["active"] is False
-        assert _wait_for(mark, 6) >= 6
+        assert box.isolation["orphans"]["active"] is True
+        assert _wait_for(mark, 7) >= 7
     assert _pgrep(mark) == []
     monkeypatch.setattr(contain, "_NAMESPACES", None)
 
@@ -365,3 +371,43 @@ def test_blocked_dirs_names_the_first_folder_others_cannot_enter(shared: Path) -
     (shared / "open" / "lib").mkdir(parents=True)
     got = contain.blocked_dirs([str(private / "py" / "lib"), str(shared / "open" / "lib")])
     assert got == {str(private): {"py"}}
+
+
+def test_the_orphan_rule_falls_back_to_the_sandbox_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert contain.orphan_rule(None)[0] == "nnp"  # this grader runs without no_new_privs
+    real = contain._status_field
+    monkeypatch.setattr(  # a grader started with no_new_privs (e.g. a hardened container)
+        contain, "_status_field", lambda pid, name: "1" if name == "NoNewPrivs" else real(pid, name)
+    )
+    other = os.getuid() + 1
+    assert contain.orphan_rule(other) == (
+        "uid",
+        f"processes re-parented to the grader running as uid {other} are killed",
+    )
+    rule, why = contain.orphan_rule(None)
+    assert rule is None and "survives" in why  # said in the isolation section, not hidden
+
+
+def test_a_file_among_other_students_files_is_copied_alone(tmp_path: Path) -> None:
+    (tmp_path / "bob.py").write_text("ANSWER = 'bob worked for this'\n")
+    (tmp_path / "carol.py").symlink_to("/etc/hostname")
+    alice = tmp_path / "alice.py"
+    alice.write_text(BASE.read_text() + "\nimport bob  # another student's file\n")
+    with Sandbox(str(alice)) as box:
+        info = box.start()
+        assert sorted(os.listdir(Path(box._root) / "work")) == ["alice.py"]
+    assert info["status"] == "import_error" and "No module named 'bob'" in info["error"]
+
+
+def test_a_folder_submission_brings_its_own_modules(tmp_path: Path) -> None:
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("SCALE = 0.5\n")
+    (folder / "link.py").symlink_to("/etc/hostname")  # never followed into the child's folder
+    (folder / "acceleration.py").write_text(
+        BASE.read_text() + "\nfrom helpers import SCALE  # a module of the submission's own\n"
+    )
+    with Sandbox(str(folder / "acceleration.py")) as box:
+        info = box.start()
+        assert sorted(os.listdir(Path(box._root) / "work")) == ["acceleration.py", "helpers.py"]
+    assert info["status"] == "ok" and set(info["functions"].values()) == {"ok"}

@@ -231,6 +231,18 @@ def fused_gelu(x):
     y = 0.5 * x64 * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64**3)))
     return Tensor(y.astype(np.float32))
 ''',
+    "tiles_by_broadcast_multiply_sum": '''
+def tiled_matmul(a, b, tile_size=64):
+    A, B = _arr(a), _arr(b)
+    C = np.zeros((A.shape[0], B.shape[1]), dtype=np.float32)
+    T = tile_size
+    for i0 in range(0, A.shape[0], T):
+        for j0 in range(0, B.shape[1], T):
+            for k0 in range(0, A.shape[1], T):  # no product at all: slices, multiply, sum
+                a_t, b_t = A[i0:i0 + T, k0:k0 + T], B[k0:k0 + T, j0:j0 + T]
+                C[i0:i0 + T, j0:j0 + T] += (a_t[:, :, None] * b_t[None, :, :]).sum(axis=1)
+    return Tensor(C)
+''',
     "im2col_as_strided": '''
 def im2col(x, kernel_size, stride=1, padding=0):
     k = kernel_size
@@ -267,4 +279,4 @@ def test_alternative_correct_implementation_passes(name: str, tmp_path: Path) ->
     bad = [(c.name, c.detail) for c in [*result.failing(), *result.failing_checks()]]
     assert result.verdict == "PASS", bad
     audit = next(c for c in result.checks if c.name == "tiling audit")
-    assert audit.status == "pass", audit  # np.dot, float64 copies: still observed as tiles
+    assert audit.status == "pass", audit  # np.dot, float64 copies, slices: observed as tiles

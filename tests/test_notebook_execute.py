@@ -146,3 +146,16 @@ def test_an_unfinished_module_is_incomplete(tmp_path):
     code, report, _ = _grade(tmp_path, "--impl", str(student), "-p", "PART_B='off'")
     assert code == 1 and report["verdict"] == "INCOMPLETE"
     assert report["missing"]
+
+
+def test_tito_grade_cuts_a_sleeping_kernel_at_the_budget(tmp_path):
+    from test_attacks_grading import BASE, SLOW
+
+    student = tmp_path / "slow.py"
+    student.write_text(BASE.read_text() + SLOW)
+    code, report, _ = _grade(
+        tmp_path, "--impl", str(student), "--budget", "2", "-p", "TIMEOUT=0.5", "-p", "PART_B='off'"
+    )
+    assert code == 1 and report["verdict"] == "NOT_PASSED" and report["status"] == "completed"
+    assert any(w.startswith("budget:") for w in report["warnings"]), report["warnings"]
+    assert any("budget" in c["detail"] for c in report["cases"] if c["status"] == "timeout")

@@ -243,3 +243,15 @@ def test_every_child_task_is_a_registered_function():
     for _child, _env, status, group in part_b.CHILDREN:
         for task in [*status, *(t for tasks in group.values() for t in tasks.values())]:
             assert callable(TASKS[task])
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["ok", {"status": "forged"}, {"status": "ok", "ms": 0}, {"status": "ok", "ms": "1"},
+     {"status": "ok", "ms": 1.0, "samples": "many"}, {"status": "ok", "ms": float("nan")}],
+)  # fmt: skip
+def test_a_forged_timing_value_is_an_error_row_not_a_grader_crash(value: object) -> None:
+    from tinytorch.profiling.problems import gemm
+
+    row = part_b._row(gemm(64), "student", {"status": "ok", "value": value, "wall_s": 1.0})
+    assert row.status == "error" and "malformed timing" in row.detail and row.gflops is None

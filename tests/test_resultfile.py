@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import io
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tinytorch.cli.main import main
-from tinytorch.milestone07 import validate
+from tinytorch.milestone07 import validate, wire
 from tinytorch.milestone07.resultfile import ResultFile, ResultFileError, claim_all
 from tinytorch.milestone07.sandbox import Sandbox
 
@@ -140,21 +141,30 @@ def test_a_grader_bug_outside_part_a_still_writes_an_error_result(
     assert "renderer broke" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "forged",
+    [{"garbage": 1}, {"status": []}, {"status": "ok"}, {"status": "timeout", "error": "x"}],
+    ids=["no_status", "list_status", "ok_without_output", "parents_status"],
+)
 def test_a_malformed_reply_ends_in_a_result_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    forged: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = Sandbox.request
+    real = wire.read_frame
 
-    def malformed(self: Sandbox, req: dict, timeout: float) -> dict:
-        real(self, req, timeout)
-        return {"garbage": 1}  # no "status": whatever a transport lets through
+    def malformed(read_exact, limits, validate=None):  # every call reply replaced by `forged`
+        msg_id, reply = real(read_exact, limits, validate)
+        if msg_id == 0:  # the load info
+            return msg_id, reply
+        frame = io.BytesIO(wire.encode(msg_id, forged))
+        return real(frame.read, limits, validate)
 
-    monkeypatch.setattr(Sandbox, "request", malformed)
+    monkeypatch.setattr(wire, "read_frame", malformed)
     path = tmp_path / "r.json"
-    code = _run("--impl", str(BASE), "--json", str(path))
+    code = _run("--impl", str(BASE), "--json", str(path), "--timeout", "2")
     doc = json.loads(path.read_text())
-    assert doc["verdict"] in ("ERROR", "NOT_PASSED")  # a grader bug, or a named protocol failure
-    assert code == {"ERROR": 3, "NOT_PASSED": 1}[doc["verdict"]]
+    assert (code, doc["verdict"]) == (1, "NOT_PASSED")  # a named failure, never a grader ERROR
+    assert {c["status"] for c in doc["cases"]} == {"protocol"}
+    assert all("malformed reply" in c["detail"] or "not run" in c["detail"] for c in doc["cases"])
 
 
 def test_tito_grade_internal_error_is_exit_6_with_a_report(

@@ -1,10 +1,13 @@
 """The sandbox's wire format: round trips, and a reader that never does more than raise
-ProtocolError/EOFError on hostile bytes (hypothesis fuzz: random bytes, truncations, huge headers)."""
+ProtocolError/EOFError on hostile bytes (hypothesis fuzz: random bytes, truncations, huge headers),
+and forged but well-formed replies (the real key names, any types) that end as a named protocol
+failure or a graded result, never a grader exception."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 
 import numpy as np
@@ -13,9 +16,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinytorch.milestone07 import wire
-from tinytorch.milestone07.sandbox import _call_validator, _load_validator
+from tinytorch.milestone07.calls import StudentCalls
+from tinytorch.milestone07.cases import CASES_BY_NAME
+from tinytorch.milestone07.checks import tiling_audit
+from tinytorch.milestone07.part_a import _graded_run, grade_case
+from tinytorch.milestone07.references import make_call
+from tinytorch.milestone07.results import CASE_STATUSES, CHECK_STATUSES, VERDICTS
+from tinytorch.milestone07.sandbox import (
+    CALL_REPLIES,
+    Sandbox,
+    _call_validator,
+    _load_validator,
+    expected_reply,
+)
 
 BIG = wire.Limits(header=1 << 20, payload=1 << 24)
+RAISED = {"status": "raised", "error": "e"}
 
 
 def _reader(data: bytes):
@@ -91,12 +107,18 @@ def test_caps_are_checked_before_reading() -> None:
     ("msg", "arrays", "match"),
     [
         ({"status": "ok", "evil": 1}, [], "unexpected keys"),
-        ({"status": "pwned"}, [], "unexpected keys or status"),
-        ({"status": "ok", "error": 5}, [], "'error'"),
-        ({"status": "ok", "seconds": "1"}, [], "'seconds'"),
-        ({"status": "ok", "records": [["matmul", [[1, "2"], [2, 2]]]]}, [], "audit record"),
-        ({"status": "ok", "inputs": [{"$a": 0}]}, [["<f8", [2, 2]]], "another dtype"),
-        ({"status": "ok", "inputs": []}, [], "one entry per argument"),
+        ({"status": "pwned"}, [], "status 'pwned'"),
+        ({"status": ["ok"]}, [], "with status"),
+        ({"status": "timeout", "error": "x"}, [], "status 'timeout'"),  # the grader's own
+        ({"status": "ok"}, [], "'ok' but no output"),
+        ({"status": "raised"}, [], "'raised' but no error"),
+        ({"status": "not_tensor"}, [], "'not_tensor' but no type"),
+        ({"status": "raised", "error": 5}, [], "'error'"),
+        ({"status": "raised", "error": "e", "seconds": "1"}, [], "'seconds'"),
+        ({**RAISED, "records": [["matmul", [[1, "2"], [2, 2]]]]}, [], "audit record"),
+        ({**RAISED, "boxes": [[0, 1, 2, 3]]}, [], "block slice"),
+        ({**RAISED, "inputs": [{"$a": 0}]}, [["<f8", [2, 2]]], "another dtype"),
+        ({**RAISED, "inputs": []}, [], "one entry per argument"),
         ({"status": "ok", "output": 3}, [], "expected an array"),
     ],
 )
@@ -108,7 +130,9 @@ def test_call_replies_are_checked_against_the_schema(msg: dict, arrays: list, ma
 
 
 def test_load_info_may_not_carry_arrays_or_odd_statuses() -> None:
-    for msg in ({"status": "ok", "functions": {"a": 1}}, {"status": "hacked"}):
+    odd = ({"status": "ok", "functions": {"a": 1}}, {"status": "hacked"}, {"status": "ok"},
+           {"status": "crash", "error": "x"}, {"status": "ok", "functions": {}, "layers": {"u": 1}})  # fmt: skip
+    for msg in odd:
         with pytest.raises(wire.ProtocolError):
             wire.read_frame(
                 _reader(_frame({"id": 0, "msg": msg, "arrays": []})), BIG, _load_validator
@@ -162,7 +186,6 @@ def test_deeply_nested_header_is_a_protocol_error() -> None:
 
 
 def test_fd_reader_times_out_and_sees_the_end() -> None:
-    import os
     import time
 
     r, w = os.pipe()
@@ -181,7 +204,6 @@ def test_fd_reader_times_out_and_sees_the_end() -> None:
 
 
 def test_a_frame_split_across_many_writes_is_read_whole() -> None:
-    import os
     import threading
     import time
 
@@ -199,3 +221,89 @@ def test_a_frame_split_across_many_writes_is_read_whole() -> None:
     got_id, msg = wire.read_frame(reader.read_exact, BIG)
     os.close(r)
     assert got_id == 5 and msg["output"][-1] == 99_999
+
+
+# ---- forged but well-formed replies: the real key names, any types (issue 9 audit gap 2) -------
+CALL_KEYS = ("error", "seconds", "records", "slices", "boxes", "records_dropped", "output",
+             "inputs", "grads", "type", "phase", "stub", "tampered")  # fmt: skip
+LOAD_KEYS = ("error", "functions", "origins", "imports_reference", "file", "layers", "stubs",
+             "copies_reference")  # fmt: skip
+_ANY = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 1 << 40) | st.floats() | st.text(max_size=4),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
+    max_leaves=8,
+)
+_ARRAYS = st.builds(
+    lambda shape, dtype: np.zeros(shape, dtype),
+    st.lists(st.integers(0, 5), max_size=3).map(tuple),
+    st.sampled_from([np.float32, np.float64, np.int8, np.bool_]),
+)
+_STATUS = st.sampled_from(
+    ["ok", "raised", "not_implemented", "not_tensor", "timeout", "crash", "protocol",
+     "unloadable", "tampered", "not_found", "import_error", "OK", ""]
+) | _ANY  # fmt: skip
+_VALUE = _ANY | _ARRAYS | st.lists(_ARRAYS | st.none(), max_size=3)
+
+
+def _messages(keys: tuple[str, ...]) -> st.SearchStrategy[dict]:
+    return st.fixed_dictionaries({}, optional={"status": _STATUS, **dict.fromkeys(keys, _VALUE)})
+
+
+def _through_a_pipe(msg: dict, rid: int, limits: wire.Limits, validate) -> dict:
+    """`msg` as the child would send it, read by the Sandbox's own receiving end."""
+
+    box = Sandbox(None)
+    read_fd, write_fd = os.pipe()
+    try:
+        frame = wire.encode(rid, msg)
+    except wire.ProtocolError:  # not even sendable: nothing to fuzz
+        os.close(read_fd)
+        os.close(write_fd)
+        return {}
+    os.write(write_fd, frame)
+    os.close(write_fd)
+    box._reader = wire.FdReader(read_fd)
+    return box._receive(rid, 5.0, limits, validate)  # closes the pipe on a failure
+
+
+class _Pipe:
+    """A Sandbox stand-in whose child answers every request with one forged message."""
+
+    def __init__(self, msg: dict) -> None:
+        self.msg = msg
+
+    def request(self, req: dict, timeout: float) -> dict:
+
+        _req, limits, validate = expected_reply(req)
+        return _through_a_pipe(self.msg, 1, limits, validate) or {"status": "crash", "error": ""}
+
+
+@settings(max_examples=150, deadline=None)
+@given(_messages(CALL_KEYS))
+def test_a_forged_call_reply_is_a_protocol_failure_or_a_graded_result(msg: dict) -> None:
+
+    case = CASES_BY_NAME["fused_gelu/zeros"]
+    _fn, args, kwargs = make_call(case, 0)
+    calls = StudentCalls(_Pipe(msg), 1.0)
+    got = grade_case(case, calls.call("fused_gelu", args, kwargs, label=case.name), args, kwargs)
+    assert got.status in CASE_STATUSES and got.blame == (
+        ["fused_gelu"] if got.status != "pass" else []
+    )
+    if not (isinstance(msg.get("status"), str) and msg["status"] in CALL_REPLIES):
+        assert got.status == "protocol" and "malformed reply" in got.detail, got
+    audit = tiling_audit(StudentCalls(_Pipe(msg), 1.0), 0)
+    assert audit.status in CHECK_STATUSES
+
+
+@settings(max_examples=150, deadline=None)
+@given(_messages(LOAD_KEYS))
+def test_forged_load_info_is_a_protocol_failure_or_usable(msg: dict) -> None:
+
+    info = _through_a_pipe(msg, 0, wire.Limits(header=1 << 20), _load_validator)
+    if not info or info.get("transport"):  # refused: Sandbox.start reports an import failure
+        return
+    dead = type("Dead", (), {"request": lambda self, req, t: {"status": "crash", "error": "x"}})
+    for name, (active, why) in (info.pop("layers", None) or {}).items():  # as Sandbox.start
+        assert isinstance(name, str) and isinstance(active, bool) and isinstance(why, str)
+    done = _graded_run(dead(), info, (), "x.py", seed=0, timeout=1.0, checks=True)
+    assert done.verdict in VERDICTS and done.verdict != "ERROR"

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-MODULE_FILE = "acceleration.py"
+from tinytorch.milestone07.impl import MODULE_FILE
+
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
 
 

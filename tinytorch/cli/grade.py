@@ -2,7 +2,8 @@
 
 Exit codes: 0 pass, 1 not passed or incomplete, 2 usage, 3 a cell raised, 4 timeout, 5 dead kernel,
 6 ERROR (the grader itself failed; the --report file still says so).
-Grading mode (a secret seed, hidden cases) is the default; --practice turns it off.
+Grading mode (a secret seed, hidden cases) is the default; --practice turns it off. Part A's
+wall-clock budget is `tito milestone run`'s default unless --budget (or -p BUDGET=...) says otherwise.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+
+from tinytorch.cli.milestone import DEFAULT_BUDGET_S, positive_seconds
 
 
 def parse_param(text: str) -> tuple[str, object]:
@@ -45,6 +48,7 @@ def _run(args: argparse.Namespace) -> int:
             executed=args.executed,
             timeout=args.timeout,
             grading=not args.practice,
+            budget=args.budget,
         )
     except UsageError as exc:
         print(f"tito grade: {exc}", file=sys.stderr)
@@ -97,6 +101,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--practice",
         action="store_true",
         help="practice mode: seed 0 and the published cases only (default: grading mode)",
+    )
+    p.add_argument(
+        "--budget",
+        type=positive_seconds,
+        default=DEFAULT_BUDGET_S,
+        metavar="S",
+        help=(
+            f"wall-clock seconds for the notebook's whole Part A gate, as `tito milestone run`'s "
+            f"--budget (default {DEFAULT_BUDGET_S:g}); sets its BUDGET parameter"
+        ),
     )
     p.add_argument("--executed", metavar="out.ipynb", help="write the executed notebook here")
     p.add_argument(

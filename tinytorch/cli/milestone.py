@@ -207,7 +207,7 @@ def _error_document(
         return {"schema_version": None, "milestone": "07", "verdict": "ERROR", "error": error}
 
 
-def _positive(text: str) -> float:
+def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -254,7 +254,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--budget",
-        type=_positive,
+        type=positive_seconds,
         default=DEFAULT_BUDGET_S,
         metavar="S",
         help="wall-clock seconds for the whole of Part A (default 300); past it the rest time out",
@@ -279,7 +279,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
-        "--timeout", type=_positive, default=5.0, metavar="S", help="seconds per case (default 5)"
+        "--timeout",
+        type=positive_seconds,
+        default=5.0,
+        metavar="S",
+        help="seconds per case (default 5)",
     )
     p.add_argument(
         "--plots",

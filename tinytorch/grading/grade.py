@@ -80,10 +80,13 @@ def grade(
     timeout: float = 300.0,
     cwd: str | Path | None = None,
     grading: bool = True,
+    budget: float | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Execute `notebook` against `impl` and return (exit code, report); write the files asked for.
 
-    Grading mode (the default) injects GRADING = True: a secret seed and hidden cases. The result
+    Grading mode (the default) injects GRADING = True: a secret seed and hidden cases. `budget`
+    (seconds; `tito grade` passes the CLI's default) is injected as BUDGET, the wall-clock budget of
+    the notebook's Part A gate, unless params set BUDGET themselves. The result
     files are removed first and published (tmp file + rename) once the notebook's kernel, and with
     it every student process, is gone. A bug of the grader's own is verdict ERROR, exit 6.
     """
@@ -92,6 +95,8 @@ def grade(
         raise UsageError(f"NOTEBOOK: no such file {str(notebook)!r}")
     if not timeout or timeout <= 0:
         raise UsageError(f"--timeout must be > 0 seconds, got {timeout!r}")
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--budget must be > 0 seconds, got {budget!r}")
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # not JSON, not a notebook
@@ -101,6 +106,8 @@ def grade(
         overrides["IMPL"] = resolve_impl(impl, Path(cwd or Path.cwd()))
     takes = takes_parameter(nb, "GRADING") and "GRADING" not in overrides
     mode = {"GRADING": bool(grading)} if takes else {}
+    if budget is not None and takes_parameter(nb, "BUDGET") and "BUDGET" not in overrides:
+        mode["BUDGET"] = float(budget)
     try:
         inject_parameters(nb, overrides | mode)
     except ValueError as exc:

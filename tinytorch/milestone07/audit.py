@@ -3,7 +3,9 @@
 `AuditArray` is an ndarray subclass handed to the student as `Tensor.data`. `@` and np.matmul are
 ufuncs, so `__array_ufunc__` sees them; dot, einsum, tensordot and inner go through
 `__array_function__`; slicing goes through `__getitem__`, so the blocks a loop-based kernel reads
-are seen too. Student code may drop the subclass (np.asarray, np.array), so while a call is
+are seen too: each slice that is exactly a block of an operand (rows r0:r1, columns c0:c1 of A or
+B, found from its address and strides) is recorded with those index ranges, so the grader can
+tell whether tile-sized slices covered all of A and B, not merely that one small slice was taken. Student code may drop the subclass (np.asarray, np.array), so while a call is
 audited `patched_numpy()` also keeps the subclass through those and records products of plain
 arrays made by np.matmul/np.dot/np.einsum/... `a @ b` on plain arrays, and products through torch
 or the bundled SIMD kernels, stay invisible: the audit then reports "not observed", a failure.
@@ -23,6 +25,8 @@ import numpy as np
 
 RECORDS: list[tuple[str, tuple[tuple[int, ...], ...]]] = []  # (op, operand shapes)
 SLICES: dict[tuple[int, ...], int] = {}  # shape of a slice taken of an audited array -> count
+BOXES: dict[tuple[int, int, int, int, int], int] = {}  # (operand, r0, r1, c0, c1) of a block slice
+OPERANDS: list[tuple[int, int, int, int] | None] = []  # (address, rows, cols, itemsize) per arg
 MAX_RECORDS = 20000  # kept per call; beyond, only counted
 _LOG: list[tuple[str, tuple[tuple[int, ...], ...]]] = []  # a private mirror of RECORDS
 _STATE = {"dropped": 0}
@@ -47,12 +51,50 @@ def record(op: str, args: Any) -> None:
         _LOG.append((op, shapes))
 
 
-def reset() -> None:
-    """Forget every record (before each audited call)."""
+def reset(operands: Any = ()) -> None:
+    """Forget every record (before each audited call); `operands`: the audited arrays, in
+    argument order (None for a non-array), whose block slices are recorded with their ranges."""
     RECORDS.clear()
     _LOG.clear()
     SLICES.clear()
+    BOXES.clear()
+    OPERANDS.clear()
+    for a in operands:
+        whole = isinstance(a, np.ndarray) and a.ndim == 2 and a.flags.c_contiguous and a.size
+        OPERANDS.append((a.__array_interface__["data"][0], *a.shape, a.itemsize) if whole else None)
     _STATE["dropped"] = 0
+
+
+def _box(view: np.ndarray) -> tuple[int, int, int, int, int] | None:
+    """(operand, r0, r1, c0, c1) when `view` is exactly the block rows r0:r1, cols c0:c1 of an
+    audited operand (any dims of length 1 added or dropped, possibly transposed), else None."""
+    if not view.size:
+        return None
+    address = view.__array_interface__["data"][0]
+    for i, op in enumerate(OPERANDS):
+        if op is None:
+            continue
+        base, rows, cols, itemsize = op
+        offset = address - base
+        if view.itemsize != itemsize or not 0 <= offset < rows * cols * itemsize:
+            continue
+        if offset % itemsize:
+            return None
+        r0, c0 = divmod(offset // itemsize, cols)
+        height = width = 1
+        for n, stride in zip(view.shape, view.strides, strict=True):
+            if n == 1:
+                continue
+            if stride == cols * itemsize and height == 1:
+                height = n
+            elif stride == itemsize and width == 1:
+                width = n
+            else:  # a step, a reversal or a repeated axis: not one dense block
+                return None
+        if r0 + height > rows or c0 + width > cols:
+            return None
+        return i, r0, r0 + height, c0, c0 + width
+    return None
 
 
 def _plain(x: Any) -> Any:
@@ -83,6 +125,10 @@ class AuditArray(np.ndarray):
         if isinstance(out, np.ndarray) and out.ndim >= 1 and len(SLICES) < MAX_RECORDS:
             shape = tuple(out.shape)
             SLICES[shape] = SLICES.get(shape, 0) + 1
+        if isinstance(out, np.ndarray) and OPERANDS and len(BOXES) < MAX_RECORDS:
+            box = _box(out)
+            if box is not None:
+                BOXES[box] = BOXES.get(box, 0) + 1
         return out
 
 
@@ -98,6 +144,19 @@ def block_dims(op: str, shapes: Any) -> tuple[int, int, int]:
         return a[-2], a[-1], b[-1]
     biggest = max((d for s in shapes for d in s), default=0)
     return biggest, biggest, biggest
+
+
+def block_work(op: str, shapes: Any) -> int:
+    """Multiply-adds one recorded product stands for: m*k*n of its block, times its batch."""
+    m, k, n = block_dims(op, shapes)
+    batch = 1
+    if op == "matmul" and len(shapes[0]) >= 2 and len(shapes[1]) >= 2:
+        a, b = shapes[0][:-2], shapes[1][:-2]  # broadcast batch dims
+        width = max(len(a), len(b))
+        a, b = (1,) * (width - len(a)) + tuple(a), (1,) * (width - len(b)) + tuple(b)
+        for x, y in zip(a, b, strict=True):
+            batch *= max(x, y)
+    return m * k * n * batch
 
 
 def _source_is_audited(obj: Any) -> bool:
@@ -148,7 +207,17 @@ class Guard:
         self.module = sys.modules[__name__]
         self.names = {
             n: getattr(self.module, n)
-            for n in ("RECORDS", "SLICES", "record", "reset", "AuditArray", "patched_numpy")
+            for n in (
+                "RECORDS",
+                "SLICES",
+                "BOXES",
+                "OPERANDS",
+                "record",
+                "reset",
+                "AuditArray",
+                "patched_numpy",
+                "_box",
+            )
         }
         self.names["_LOG"] = _LOG
         self.names["_MATMUL"] = _MATMUL
@@ -176,7 +245,9 @@ class Guard:
             return "the audit's record list was changed"
         return ""
 
-    def records(self) -> tuple[list[Any], list[list[int]], int]:
-        """(records, slice shapes, how many records were dropped over the cap), JSON-able."""
+    def records(self) -> tuple[list[Any], list[list[int]], list[list[int]], int]:
+        """(records, slice shapes, block slices [operand, r0, r1, c0, c1], how many records
+        were dropped over the cap), JSON-able."""
         recs = [[op, [list(s) for s in shapes]] for op, shapes in _LOG]
-        return recs, [list(s) for s in SLICES], _STATE["dropped"]
+        boxes = [list(b) for b in BOXES]
+        return recs, [list(s) for s in SLICES], boxes, _STATE["dropped"]

@@ -83,7 +83,7 @@ def _inputs(
     return [x, w, b], g
 
 
-def backward_check(calls: StudentCalls, seed: int) -> CheckResult:
+def backward_check(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
     """grad x, grad weight, grad bias of im2col_conv2d against float64, on four geometries."""
     rng = np.random.default_rng([seed, 31])
     for x_shape, w_shape, stride, padding, with_bias in GEOMETRIES:

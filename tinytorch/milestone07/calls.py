@@ -147,10 +147,8 @@ def failure_text(reply: dict[str, Any]) -> tuple[str, str]:
         return "fail", f"returned a {reply['type']}, expected a Tensor: return Tensor(result)"
     if status == "not_implemented":
         return "incomplete", reply["error"]
-    if status in ("timeout", "crash"):
+    if status in ("timeout", "crash", "protocol"):
         return status, reply["error"]
-    if status == "protocol":
-        return "crash", reply["error"]
     if status == "tampered":
         return "fail", reply["error"]
     if status == "unloadable":

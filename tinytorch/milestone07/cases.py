@@ -214,7 +214,11 @@ CASES_BY_NAME: dict[str, Case] = {case.name: case for case in CASES}
 
 # Grading mode: cases drawn per run from the secret seed, besides the published 30.
 HIDDEN_PREFIX = "hidden/"
-HIDDEN_COUNTS = {"tiled_matmul": 6, "fused_gelu": 2, "im2col_conv2d": 3, "col2im": 3}
+# im2col has no published group (the convolution and the layout check test it); its hidden
+# cases go with the convolution's, which is built on it. Drawn last, so a seed still replays the
+# hidden cases of the other groups as it did before they existed.
+HIDDEN_GROUPS = (*GROUPS, "im2col")
+HIDDEN_COUNTS = {"tiled_matmul": 6, "fused_gelu": 2, "im2col_conv2d": 3, "col2im": 3, "im2col": 2}
 _HIDDEN_STREAM = 0x48494444  # "HIDD": keeps the hidden draw apart from the cases' own data
 
 
@@ -276,23 +280,46 @@ def _geometry_text(p: dict[str, Any]) -> str:
     return f"x {x}, k={p['kernel_size']}, stride={p['stride']}, padding={p['padding']}"
 
 
+def _geometry_lesson(p: dict[str, Any]) -> str:
+    """The lesson of a window geometry: stride or padding first when it has them, then layout."""
+    lesson = "conv_stride" if p["stride"] > 1 else "conv_padding" if p["padding"] else "conv"
+    return LESSONS[lesson] + " " + LESSONS["conv"] if lesson != "conv" else LESSONS["conv"]
+
+
 def _hidden_conv(rng: np.random.Generator, i: int) -> Case:
     p = _hidden_geometry(rng)
-    lesson = "conv_stride" if p["stride"] > 1 else "conv_padding" if p["padding"] else "conv"
     return Case(
         name=f"{HIDDEN_PREFIX}im2col_conv2d/{i}",
         group="im2col_conv2d",
         title=f"hidden: {p['out_channels']} filters, {_geometry_text(p)}, bias {p['bias']}",
-        lesson=LESSONS[lesson] + " " + LESSONS["conv"] if lesson != "conv" else LESSONS["conv"],
+        lesson=_geometry_lesson(p),
         params=p,
         rtol=GEMM_TOL[0],
         atol=GEMM_TOL[1],
     )
 
 
-def _hidden_col2im(rng: np.random.Generator, i: int) -> Case:
+def _hidden_windows(rng: np.random.Generator) -> dict[str, Any]:
+    """A geometry without the filters: what im2col and col2im take."""
     g = _hidden_geometry(rng)
-    p = {key: g[key] for key in ("x_shape", "kernel_size", "stride", "padding")}
+    return {key: g[key] for key in ("x_shape", "kernel_size", "stride", "padding")}
+
+
+def _hidden_im2col(rng: np.random.Generator, i: int) -> Case:
+    p = _hidden_windows(rng)
+    return Case(
+        name=f"{HIDDEN_PREFIX}im2col/{i}",
+        group="im2col",
+        title=f"hidden: windows as rows, {_geometry_text(p)}",
+        lesson=_geometry_lesson(p),
+        params=p,
+        rtol=ELEMENTWISE_TOL[0],  # a gather: each value copied, never summed
+        atol=ELEMENTWISE_TOL[1],
+    )
+
+
+def _hidden_col2im(rng: np.random.Generator, i: int) -> Case:
+    p = _hidden_windows(rng)
     return Case(
         name=f"{HIDDEN_PREFIX}col2im/{i}",
         group="col2im",
@@ -307,6 +334,7 @@ def _hidden_col2im(rng: np.random.Generator, i: int) -> Case:
 _HIDDEN_MAKERS = {
     "tiled_matmul": _hidden_matmul,
     "fused_gelu": _hidden_gelu,
+    "im2col": _hidden_im2col,
     "im2col_conv2d": _hidden_conv,
     "col2im": _hidden_col2im,
 }
@@ -315,18 +343,21 @@ _HIDDEN_MAKERS = {
 def hidden_cases(seed: int, groups: Any = None) -> tuple[Case, ...]:
     """Grading mode's extra cases, drawn from `seed`: ragged shapes and tiles no published case has.
 
-    Same seed, same cases (a report's seed replays them); `groups` limits them to those groups.
+    Same seed, same cases (a report's seed replays them); `groups` limits them to those groups
+    (im2col's come with im2col_conv2d's).
     """
     rng = np.random.default_rng([seed, _HIDDEN_STREAM])
     published = [c.params for c in CASES]
     out: list[Case] = []
-    for group in GROUPS:
+    for group in HIDDEN_GROUPS:
         for i in range(HIDDEN_COUNTS[group]):
             case = _HIDDEN_MAKERS[group](rng, i)
             while case.params in published:  # never one of the published problems
                 case = _HIDDEN_MAKERS[group](rng, i)
             out.append(case)
-    wanted = set(GROUPS if groups is None else groups)
+    wanted = set(HIDDEN_GROUPS if groups is None else groups)
+    if "im2col_conv2d" in wanted:
+        wanted.add("im2col")
     return tuple(c for c in out if c.group in wanted)
 
 

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinytorch.milestone07.audit import block_dims
+from tinytorch.milestone07.audit import block_dims, block_work
 from tinytorch.milestone07.backward import backward_check
 from tinytorch.milestone07.calls import StudentCalls, failure_text
+from tinytorch.milestone07.cases import GEMM_TOL
 from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.diagnose import failure_lesson, im2col_bug
 from tinytorch.milestone07.evidence import im2col_evidence
-from tinytorch.milestone07.references import out_size, ref_col2im, ref_gelu, ref_im2col
+from tinytorch.milestone07.references import (
+    out_size,
+    ref_col2im,
+    ref_gelu,
+    ref_im2col,
+    ref_matmul,
+)
 from tinytorch.milestone07.results import CheckResult
 
 AUDIT_PROBLEMS = ((150, 130, 140, 64), (40, 35, 30, 16), (20, 17, 19, 7))  # (M, K, N, tile)
+_AUDIT_STREAM = 0x41554454  # "AUDT": grading mode's audit shapes, apart from the data and cases
 LAYOUT_GEOMETRIES = (((2, 3, 7, 9), 3, 2, 1), ((1, 2, 5, 6), 2, 1, 0))  # (x_shape, k, s, p)
 COVERAGE_GEOMETRIES = (((1, 2, 7, 8), 3, 2, 1), ((1, 1, 6, 7), 2, 3, 0))
 EXTREMES = np.array(
@@ -47,41 +55,53 @@ def tampered(reply: dict) -> str | None:
     return flag if isinstance(flag, str) else "the audit's functions or records were changed"
 
 
-def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
-    """Every block product the student's tiled_matmul performs is at most tile_size on M, K and N."""
+def audit_problems(seed: int, grading: bool) -> tuple[tuple[int, int, int, int], ...]:
+    """The tiling audit's (M, K, N, tile) problems: the published three in practice; when
+    grading, three drawn from the secret seed (ragged on every axis, 2-4 tiles each), so a
+    file cannot tile on the published shapes only."""
+    if not grading:
+        return AUDIT_PROBLEMS
+    rng = np.random.default_rng([seed, _AUDIT_STREAM])
+    out = []
+    for _ in AUDIT_PROBLEMS:
+        t = int(rng.integers(4, 41))
+        m, k, n = (int(t * rng.integers(1, 4) + rng.integers(1, t)) for _ in range(3))
+        out.append((m, k, n, t))
+    return tuple(out)
+
+
+def _covered(boxes: list, shapes: tuple[tuple[int, int], ...], tile: int) -> list[int]:
+    """Elements of each operand inside some recorded block slice no larger than the tile."""
+    masks = [np.zeros(shape, dtype=bool) for shape in shapes]
+    for op, r0, r1, c0, c1 in boxes:
+        if op < len(masks) and r1 - r0 <= tile and c1 - c0 <= tile:
+            masks[op][r0:r1, c0:c1] = True
+    return [int(mask.sum()) for mask in masks]
+
+
+def tiling_audit(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
+    """Every block product the student's tiled_matmul performs is at most tile_size on M, K and N,
+    and what the audit saw accounts for the whole product: block products adding up to M*K*N
+    multiply-adds, or (a loop kernel without products) tile-sized slices covering all of A and B.
+    """
     name, fn = "tiling audit", "tiled_matmul"
     lesson = (
         "Multiply tile by tile: A[i0:i1, k0:k1] @ B[k0:k1, j0:j1] with every extent <= tile_size; "
         "one np.matmul of the whole matrices is not a tiled kernel."
     )
     rng = np.random.default_rng([seed, 17])
-    seen, seen_slices, worst, unseen = 0, 0, None, []
-    for m, k, n, t in AUDIT_PROBLEMS:
+    seen, by_slices, wrong, unseen, partial = 0, 0, 0, [], []
+    for m, k, n, t in audit_problems(seed, grading):
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
+        where = f"{m}x{k} @ {k}x{n}, tile_size={t}"
         reply = calls.call(fn, [a, b], {"tile_size": t}, label=f"audit {m}x{k}x{n}", audit=True)
         if tampered(reply):
-            where = f"{m}x{k} @ {k}x{n}, tile_size={t}"
             detail = f"{fn}: the grader's audit was tampered with: {tampered(reply)} ({where})"
             return CheckResult(name, "fail", detail, TAMPERED_LESSON, [fn])
         if reply["status"] != "ok":
             return _broken(name, fn, reply, lesson)
         records = reply.get("records", [])
-        if not records:  # no product seen: judge the blocks a loop-based kernel sliced out
-            slices = reply.get("slices", [])
-            big = [s for s in slices if s and max(s) > t]
-            if big:
-                shape = "x".join(map(str, max(big, key=max)))
-                detail = (
-                    f"no block product observed, and a {shape} slice was taken on the "
-                    f"{m}x{k} @ {k}x{n} problem with tile_size={t}: larger than the tile"
-                )
-                return CheckResult(name, "fail", detail, lesson, [fn])
-            seen_slices += len(slices)
-            if not slices:
-                unseen.append(f"{m}x{k}x{n}/tile {t}")
-            continue
-        seen += len(records)
         for op, shapes in records:
             dims = block_dims(op, shapes)
             if max(dims) > t:
@@ -90,27 +110,62 @@ def tiling_audit(calls: StudentCalls, seed: int) -> CheckResult:
                     f"{m}x{k} @ {k}x{n} problem with tile_size={t}: larger than the tile"
                 )
                 return CheckResult(name, "fail", detail, lesson, [fn])
-            worst = dims if worst is None or max(dims) > max(worst) else worst
-    if seen == 0 and seen_slices and not unseen:
-        detail = f"no block product observed; {seen_slices} block slices, none larger than the tile"
-        return CheckResult(name, "pass", detail, "", [])
-    if seen == 0:
+        big = [s for s in reply.get("slices", []) if s and max(s) > t]
+        if not records and big:  # no product seen: judge the blocks a loop kernel sliced out
+            shape = "x".join(map(str, max(big, key=max)))
+            detail = (
+                f"no block product observed, and a {shape} slice was taken on the "
+                f"{m}x{k} @ {k}x{n} problem with tile_size={t}: larger than the tile"
+            )
+            return CheckResult(name, "fail", detail, lesson, [fn])
+        work = sum(block_work(op, shapes) for op, shapes in records)
+        if work >= m * k * n:
+            seen += len(records)
+            continue
+        got_a, got_b = _covered(reply.get("boxes", []), ((m, k), (k, n)), t)
+        if got_a == m * k and got_b == k * n:
+            by_slices += 1
+            continue
+        right = compare(reply["output"], ref_matmul(a, b), rtol=GEMM_TOL[0], atol=GEMM_TOL[1]).ok
+        if (records or got_a or got_b) and not right:  # a wrong answer: the cases name that bug
+            seen, wrong = seen + len(records), wrong + 1
+            continue
+        if records or got_a or got_b:
+            partial.append(
+                f"{where}: products of {work / (m * k * n):.0%} of the M*K*N multiply-adds and "
+                f"tile-sized slices of {got_a}/{m * k} elements of A and {got_b}/{k * n} of B"
+            )
+        else:
+            unseen.append(where)
+    unseen_lesson = (
+        "Multiply blocks of the Tensor's own array with `@` or np.matmul, e.g. "
+        "A[i0:i1, k0:k1] @ B[k0:k1, j0:j1], so the audit can see every tile."
+    )
+    if partial:
+        detail = (
+            "a right answer, but what the audit saw does not account for it, so tiling could "
+            "not be verified (the rest was computed by a product it cannot see, e.g. on arrays "
+            f"copied out of the Tensor): {'; '.join(partial)}"
+        )
+        if unseen:
+            detail += f"; nothing observed on {', '.join(unseen)}"
+        return CheckResult(name, "not_observed", detail, unseen_lesson, [fn])
+    if unseen:
         detail = (
             "no matrix product was observed (e.g. `@` on arrays copied out of the Tensor, or a "
-            "product through torch or the SIMD kernels), so tiling could not be verified"
-        )
-        unseen_lesson = (
-            "Multiply blocks of the Tensor's own array with `@` or np.matmul, e.g. "
-            "A[i0:i1, k0:k1] @ B[k0:k1, j0:j1], so the audit can see every tile."
+            "product through torch or the SIMD kernels), so tiling could not be verified "
+            f"on {', '.join(unseen)}"
         )
         return CheckResult(name, "not_observed", detail, unseen_lesson, [fn])
-    detail = f"{seen} block products observed, none larger than the tile"
-    if unseen:
-        detail += f"; nothing observed on {', '.join(unseen)}"
-    return CheckResult(name, "pass", detail, "", [])
+    said = [f"{seen} block products observed, none larger than the tile"] if seen else []
+    if by_slices:
+        said.append(f"tile-sized slices covering A and B on {by_slices} problem(s)")
+    if wrong:
+        said.append(f"a wrong answer on {wrong} problem(s), which the cases report")
+    return CheckResult(name, "pass", "; ".join(said), "", [])
 
 
-def im2col_layout(calls: StudentCalls, seed: int) -> CheckResult:
+def im2col_layout(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
     """im2col(x) is (N*oh*ow, C*k*k), rows (image, out row, out col), cols (channel, kr, kc)."""
     name, fn = "im2col layout", "im2col"
     from tinytorch.milestone07.cases import LESSONS
@@ -151,7 +206,7 @@ def im2col_layout(calls: StudentCalls, seed: int) -> CheckResult:
     return CheckResult(name, "pass", "matches the reference layout on 2 geometries", "", [])
 
 
-def col2im_coverage(calls: StudentCalls, seed: int) -> CheckResult:
+def col2im_coverage(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
     """col2im(ones) counts, for each pixel, the windows that cover it."""
     name, fn = "col2im coverage", "col2im"
     lesson = (
@@ -173,7 +228,7 @@ def col2im_coverage(calls: StudentCalls, seed: int) -> CheckResult:
     return CheckResult(name, "pass", "counts match on 2 geometries (overlaps and gaps)", "", [])
 
 
-def gelu_extremes(calls: StudentCalls, seed: int) -> CheckResult:
+def gelu_extremes(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
     """fused_gelu stays float32 and finite, and right, from -3e38 to 3e38."""
     name, fn = "dtype and finiteness", "fused_gelu"
     from tinytorch.milestone07.cases import ELEMENTWISE_TOL, LESSONS
@@ -221,13 +276,16 @@ CHECKS = (  # (name, the function it examines, check)
 )
 
 
-def run_checks(calls: StudentCalls, seed: int, skip: set[str]) -> list[CheckResult]:
-    """The deeper checks; a check of an unfinished function is reported as incomplete."""
+def run_checks(
+    calls: StudentCalls, seed: int, skip: set[str], grading: bool = False
+) -> list[CheckResult]:
+    """The deeper checks; a check of an unfinished function is reported as incomplete.
+    grading: a check may draw its problems from the (secret) seed instead of the published ones."""
     out = []
     for name, fn, check in CHECKS:
         if fn in skip:
             out.append(CheckResult(name, "incomplete", f"{fn} is not written yet", "", [fn]))
         else:
-            out.append(check(calls, seed))
+            out.append(check(calls, seed, grading=grading))
     out.append(no_mutation(calls))  # last: it sums up every call made above
     return out

@@ -108,7 +108,7 @@ class _Child:
                 args.append(value)
         handed = [t.data if t is not None else None for t in tensors]
         fn = getattr(self.module, req["fn"])
-        audit.reset()
+        audit.reset(handed if audited else ())
         start = time.perf_counter()
         try:
             with (
@@ -125,7 +125,8 @@ class _Child:
         reply: dict[str, Any] = {"seconds": seconds}
         reply["inputs"] = [_plain_array(a) for a in handed]  # the parent judges mutation
         if audited:
-            reply["records"], reply["slices"], reply["records_dropped"] = self.guard.records()
+            recs, slices, boxes, dropped = self.guard.records()
+            reply.update(records=recs, slices=slices, boxes=boxes, records_dropped=dropped)
         tampered = self.guard.check()
         if tampered:
             reply["tampered"] = tampered
@@ -262,6 +263,10 @@ def worker_main(cfg: dict[str, Any]) -> None:
     if blocked:
         ids = None
         layers["uid"] = [False, f"kept: {', '.join(blocked)} cannot be read by the sandbox uid"]
+    # Always, uid drop or not: no_new_privs cannot be unset and every process the submission
+    # starts inherits it, so the grader knows them even after setsid + double fork + env -i.
+    nnp, why = contain.prctl(contain.PR_SET_NO_NEW_PRIVS, 1)
+    layers["no_new_privs"] = [nnp, "set, inherited by all it starts" if nnp else why]
     try:
         if ids is not None or "uid" not in layers:
             layers["uid"] = list(contain.drop_privileges(ids))

@@ -21,6 +21,11 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
 - limits: RLIMIT_AS / CPU / FSIZE / NPROC, and no core dumps.
 The tree kill (`kill_tree`) finds what the child started by session, process group, ancestry and
 a per-sandbox token in the environment, SIGKILLs it all and reaps what was reparented to us.
+A process can shed all of those (setsid, a double fork, `env -i`), but not no_new_privs, which
+every sandbox child sets and every process it starts inherits: as the subreaper, the grader
+adopts such a daemon, so any process re-parented to it with no_new_privs set that is not a live
+sandbox child of its own is killed with the tree (`orphan_rule`; where the grader itself runs
+with no_new_privs, the sandbox uid marks them instead).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinytorch.milestone07.impl import MODULE_FILE
+
 LINUX = sys.platform.startswith("linux")
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -47,7 +54,8 @@ TOKEN_VAR = "TINYTORCH_SANDBOX_TOKEN"
 NAMESPACES_VAR = "TINYTORCH_SANDBOX_NAMESPACES"  # "0": do not try unshare (tests, odd hosts)
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
 KEEP_PREFIXES = ("LC_", "OMP_", "OPENBLAS_", "MKL_", "GOTO_", "TINYTORCH_", "KMP_")
-MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # sibling .py files copied next to a submission
+CPU_GRACE_S = 5  # CPU seconds past the soft limit before the kernel's SIGKILL
+MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # a folder submission's .py files copied with it
 
 
 @dataclass(frozen=True)
@@ -208,7 +216,10 @@ def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str
     """(root, workdir, impl path inside it): a fresh folder, the submission copied in.
 
     root is an empty folder the child starts in; workdir (owned by the sandbox uid) holds a copy
-    of the student's .py file and its sibling .py files."""
+    of the student's file, and only for a folder submission (the file is acceleration.py, the
+    course's Module 17 file, as `tito release` and the class grader's folders have it) the .py
+    files beside it, which it may import. Any other file comes alone: in a folder of many
+    students' files (alice.py, bob.py), the others' files never reach the child's folder."""
     _sweep_stale()
     root = tempfile.mkdtemp(prefix=f"tt-sandbox-{os.getpid()}-")
     os.chmod(root, 0o711)
@@ -217,7 +228,9 @@ def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str
     copied = None
     if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: copied
         src = Path(impl).resolve()
-        siblings = sorted(p for p in src.parent.glob("*.py") if p != src)[:MAX_COPY_FILES]
+        folder = src.name == MODULE_FILE
+        siblings = sorted(p for p in src.parent.glob("*.py") if p != src) if folder else []
+        siblings = [p for p in siblings if p.is_file() and not p.is_symlink()][:MAX_COPY_FILES]
         budget = MAX_COPY_BYTES
         for path in [src, *siblings]:
             with contextlib.suppress(OSError):
@@ -273,7 +286,53 @@ def _has_token(pid: int, token: bytes) -> bool:
         return False
 
 
-def _members(root_pid: int, token: str) -> set[int]:
+LIVE: set[int] = set()  # pids of the sandbox children this grader started and has not killed
+
+
+def _status_field(pid: int, name: str) -> str | None:
+    """A field of /proc/PID/status ("NoNewPrivs", "Uid", ...), or None."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def orphan_rule(uid: int | None) -> tuple[str | None, str]:
+    """(how a process re-parented to the grader is known for a sandbox's: "nnp", "uid" or None,
+    why). uid: the sandbox's uid after its drop (None: it keeps the grader's)."""
+    if not LINUX or not os.path.isdir("/proc"):
+        return None, "no /proc: only the tree kill's other marks apply"
+    mine = _status_field(os.getpid(), "NoNewPrivs")
+    if mine == "0":
+        return "nnp", "processes re-parented to the grader with no_new_privs set are killed"
+    if uid is not None and uid != os.getuid():
+        return "uid", f"processes re-parented to the grader running as uid {uid} are killed"
+    why = "the grader itself has no_new_privs" if mine == "1" else "no NoNewPrivs in /proc"
+    return None, f"{why} and the sandbox keeps its uid: a daemon that sheds every mark survives"
+
+
+def _adopted(
+    table: dict[int, tuple[int, int, int, str]], root_pid: int, uid: int | None
+) -> set[int]:
+    """The grader's children that it did not start itself: a sandbox's orphans (see orphan_rule)."""
+    rule, _why = orphan_rule(uid)
+    me, found = os.getpid(), set()
+    for pid, (ppid, *_rest) in table.items():
+        if ppid != me or pid == root_pid or pid in LIVE or rule is None:
+            continue
+        if rule == "nnp":
+            marked = _status_field(pid, "NoNewPrivs") == "1"
+        else:  # its real uid is the sandbox's
+            marked = (_status_field(pid, "Uid") or "").split()[:1] == [str(uid)]
+        if marked:
+            found.add(pid)
+    return found
+
+
+def _members(root_pid: int, token: str, uid: int | None = None) -> set[int]:
     """Every live process that belongs to the child rooted at root_pid (Linux /proc)."""
     mark = f"{TOKEN_VAR}={token}".encode()
     table: dict[int, tuple[int, int, int, str]] = {}
@@ -287,6 +346,7 @@ def _members(root_pid: int, token: str) -> set[int]:
     for pid, (_ppid, pgid, sid, _state) in table.items():
         if pid != me and (sid == root_pid or pgid == root_pid or _has_token(pid, mark)):
             found.add(pid)
+    found |= _adopted(table, root_pid, uid)
     grew = True
     while grew:  # descendants of anything found
         grew = False
@@ -297,14 +357,29 @@ def _members(root_pid: int, token: str) -> set[int]:
     return found
 
 
-def kill_tree(proc: subprocess.Popen, token: str) -> None:
+def kill_tree(proc: subprocess.Popen, token: str, uid: int | None = None) -> None:
     """SIGKILL the child and everything it started; reap what was reparented to the grader.
 
-    Repeats until a scan of /proc finds nothing of the child's alive (a fork racing the kill)."""
+    uid: the sandbox's uid after its drop (None: the grader's). Repeats until a fresh scan of
+    /proc finds nothing of the child's alive (a fork racing the kill, a daemon re-parented to the
+    grader by the kill itself)."""
     pid, me = proc.pid, os.getpid()
+    LIVE.discard(pid)
     scan = LINUX and os.path.isdir("/proc")
-    for _round in range(50):
-        members = _members(pid, token) if scan else set()
+    for round_ in range(50):
+        members = _members(pid, token, uid) if scan else set()
+        alive = False
+        for target in members - {pid}:
+            st = _stat(target)
+            if st is None:
+                continue
+            if st[0] == me and st[3] == "Z":  # an orphan that came back to us (subreaper): reap it
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(target, os.WNOHANG)
+            elif st[3] != "Z":
+                alive = True
+        if round_ and not alive:
+            return
         for target in members:
             with contextlib.suppress(OSError):
                 os.kill(target, signal.SIGKILL)
@@ -314,19 +389,13 @@ def kill_tree(proc: subprocess.Popen, token: str) -> None:
             proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
-        alive = False
-        for target in members - {pid}:
+        for target in members - {pid}:  # reap what died and was ours to reap
             st = _stat(target)
-            if st is None:
-                continue
-            if st[0] == me:  # an orphan that came back to us (subreaper): reap it
+            if st is not None and st[0] == me:
                 with contextlib.suppress(ChildProcessError, OSError):
                     os.waitpid(target, 0)
-            elif st[3] != "Z":
-                alive = True
-        if not alive:
-            return
-        time.sleep(0.01)
+        if round_:
+            time.sleep(0.01)
 
 
 # ---- child side -------------------------------------------------------------------------------
@@ -336,19 +405,21 @@ def set_limits(limits: ChildLimits, uid: int | None) -> dict[str, Any]:
 
     done: dict[str, Any] = {}
 
-    def cap(name: str, which: int, value: int | None) -> None:
+    def cap(name: str, which: int, value: int | None, grace: int = 0) -> None:
         if value is None:
             done[name] = "unset"
             return
         try:
-            resource.setrlimit(which, (value, value))
+            resource.setrlimit(which, (value, value + grace))
             done[name] = value
         except (ValueError, OSError) as exc:
             done[name] = f"refused: {exc}"
 
     cap("core", resource.RLIMIT_CORE, 0)
     cap("memory_bytes", resource.RLIMIT_AS, limits.memory_bytes)
-    cap("cpu_seconds", resource.RLIMIT_CPU, limits.cpu_seconds)
+    # soft < hard: at the limit SIGXCPU ends the child with a name; one that ignores it is
+    # SIGKILLed CPU_GRACE_S later (with soft == hard the kernel sends a bare SIGKILL at once)
+    cap("cpu_seconds", resource.RLIMIT_CPU, limits.cpu_seconds, CPU_GRACE_S)
     cap("file_bytes", resource.RLIMIT_FSIZE, limits.file_bytes)
     procs = limits.processes
     if procs is not None and LINUX:  # counted per real uid: room beyond what that uid runs now

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.milestone07.cases import GROUPS, LESSONS, Case
+from tinytorch.milestone07.cases import HIDDEN_GROUPS, LESSONS, Case
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_im2col
 
 # Lessons of failures that are not a wrong answer: the kernel never gave one.
@@ -33,8 +33,8 @@ FAILURE_LESSONS = {
         "check any native code or ctypes call with these shapes."
     ),
     "protocol": (
-        "Your code broke the grader's channel to it: do not close or write to stdin/stdout file "
-        "descriptors, and print only to sys.stdout or sys.stderr."
+        "Your code broke the grader's channel to it (a reply it did not send, or one it could not "
+        "read): leave the file descriptors you did not open alone, and return a Tensor."
     ),
     "not_tensor": "Return a Tensor: wrap the result array, `return Tensor(result)`.",
     "unloadable": "Fix the module so that it imports: run `python your_file.py` to see the error.",
@@ -404,7 +404,7 @@ def diagnose(cases: Sequence[Any], checks: Sequence[Any] = ()) -> Diagnosis:
             diag.cause_of[c.name] = check.name
             if not names_cause:
                 shown_above[c.name] = check.lesson
-        groups = [g for g in GROUPS if any(c.group == g for c in explained)]
+        groups = [g for g in HIDDEN_GROUPS if any(c.group == g for c in explained)]
         diag.root_causes.append(
             RootCause(
                 check.name,

@@ -139,4 +139,6 @@ def case_evidence(
         return conv_evidence(out, ref)
     if case.group == "col2im":
         return col2im_evidence(out, ref, args, kwargs)
+    if case.group == "im2col":
+        return im2col_evidence(out, ref, args[0].shape[1], args[1])
     return None

@@ -14,6 +14,7 @@ did not come from the student's own file (`copies_of`). The child's side imports
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import types
@@ -38,7 +39,13 @@ def code_fingerprint(code: types.CodeType) -> str:
 
 
 def reference_fingerprints() -> dict[str, str]:
-    """{fingerprint: place} of the bundled reference's solution code (parent side)."""
+    """{fingerprint: place} of the bundled reference's solution code (parent side), computed once
+    per grader process: every grading child start (a restart after each hang or crash) sends it."""
+    return dict(_reference_fingerprints())
+
+
+@functools.cache
+def _reference_fingerprints() -> dict[str, str]:
     from tinytorch.perf import acceleration as ref
     from tinytorch.release import make_student_source, reference_path, stub_places
 

@@ -340,7 +340,7 @@ def _graded_run(
         hidden.append(
             grade_case(case, calls.call(case.group, args, kwargs, label=case.name), args, kwargs)
         )
-    found = run_checks(calls, seed, set(unwritten)) if checks else []
+    found = run_checks(calls, seed, set(unwritten), grading) if checks else []
     found += [own_work_check(info)] if grading else []
     warnings = []
     # Practice on the package's own Module 17 (the student edition's file, or the reference in a

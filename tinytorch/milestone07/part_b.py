@@ -16,6 +16,7 @@ Flags (results.BenchRow.flags):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Collection
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from tinytorch import profiling
 from tinytorch.milestone07.bench_tasks import TASKS
 from tinytorch.milestone07.impl import DEFAULT_IMPL
-from tinytorch.milestone07.results import BenchRow, PartAResult, PartBResult
+from tinytorch.milestone07.results import BENCH_STATUSES, BenchRow, PartAResult, PartBResult
 from tinytorch.milestone07.sandbox import Sandbox
 from tinytorch.profiling.load import NOISY_LOAD
 from tinytorch.profiling.problems import Problem
@@ -119,15 +120,29 @@ def _open(impl: str | None, env: dict[str, str]) -> Sandbox:
     return box
 
 
+def _malformed(value: Any) -> str | None:
+    """Why a task's value (JSON the child made, maybe a student's) is not a timing, or None."""
+    if not isinstance(value, dict) or value.get("status") not in BENCH_STATUSES:
+        return "no timing status"
+    for key, least in (("ms", 1e-12), ("min_ms", 1e-12), ("spread", 0.0), ("load", 0.0)):
+        v = value.get(key)
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if v is not None and not (number and math.isfinite(v) and v >= least):
+            return f"'{key}' is not a number >= {least:g}"
+    if not isinstance(value.get("samples", 0), int) or not isinstance(value.get("detail", ""), str):
+        return "'samples' or 'detail' has the wrong type"
+    return None
+
+
 def _row(problem: Problem, backend: str, reply: dict[str, Any]) -> BenchRow:
     """One BenchRow from a task's reply: rate from the problem's flops or bytes (numbers)."""
     name, kind = problem.name, problem.kind
     base = {"flops": problem.flops, "bytes": problem.bytes}
-    if reply["status"] != "ok":  # the task raised, hung or crashed
+    bad = _malformed(reply.get("value")) if reply["status"] == "ok" else None
+    if reply["status"] != "ok" or bad:  # the task raised, hung, crashed or sent no timing
         status = "timeout" if reply["status"] == "timeout" else "error"
-        return BenchRow(
-            name, kind, backend, status, None, None, None, reply.get("error", ""), **base
-        )
+        why = f"a malformed timing from the child: {bad}" if bad else reply.get("error", "")
+        return BenchRow(name, kind, backend, status, None, None, None, why, **base)
     value = reply["value"]
     ms = value.get("ms")
     timed = ms is not None and value["status"] == "ok"

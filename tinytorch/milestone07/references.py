@@ -151,6 +151,9 @@ def make_call(case: Case, seed: int) -> tuple[str, list[Any], dict[str, Any]]:
         bias = rng.standard_normal(p["out_channels"]).astype(np.float32) if p["bias"] else None
         kwargs = {"stride": p["stride"], "padding": p["padding"]}
         return "im2col_conv2d", [x, weight, bias], kwargs
+    if case.group == "im2col":
+        x = rng.standard_normal(tuple(p["x_shape"])).astype(np.float32)
+        return "im2col", [x, p["kernel_size"]], {"stride": p["stride"], "padding": p["padding"]}
     if case.group == "col2im":
         n, c, h, w = p["x_shape"]
         k, s, pad = p["kernel_size"], p["stride"], p["padding"]
@@ -168,6 +171,8 @@ def reference(case: Case, args: list[Any], kwargs: dict[str, Any]) -> np.ndarray
         return ref_gelu(args[0])
     if case.group == "im2col_conv2d":
         return ref_conv2d(args[0], args[1], args[2], kwargs["stride"], kwargs["padding"])
+    if case.group == "im2col":
+        return ref_im2col(args[0], args[1], kwargs["stride"], kwargs["padding"])
     if case.group == "col2im":
         return ref_col2im(args[0], args[1], args[2], kwargs["stride"], kwargs["padding"])
     raise ValueError(f"reference: unknown group {case.group!r}")

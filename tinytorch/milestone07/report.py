@@ -14,6 +14,7 @@ MARK = {
     "error": "ERROR",
     "timeout": "TIMEOUT",
     "crash": "CRASH",
+    "protocol": "PROTOCOL",
     "incomplete": "TODO",
     "not_observed": "UNSEEN",
     "not_run": "NOT RUN",

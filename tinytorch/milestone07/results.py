@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 VERDICTS = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")  # ERROR: the grader itself failed
-CASE_STATUSES = ("pass", "fail", "error", "timeout", "crash", "incomplete")
+CASE_STATUSES = ("pass", "fail", "error", "timeout", "crash", "protocol", "incomplete")
 CHECK_STATUSES = (
     "pass",
     "fail",
@@ -13,6 +13,7 @@ CHECK_STATUSES = (
     "error",
     "timeout",
     "crash",
+    "protocol",
     "incomplete",
     "not_run",
 )
@@ -84,9 +85,11 @@ class PartAResult:
         return [c for c in self.checks if not c.ok]
 
     def stalled(self) -> set[str]:
-        """Groups with a case that hung, crashed or is unwritten: Part B does not time them."""
+        """Groups with a case that hung, crashed, broke the protocol or is unwritten: Part B does
+        not time them."""
         every = [*self.cases, *self.hidden]
-        return {c.group for c in every if c.status in ("timeout", "crash", "incomplete")}
+        stalled = ("timeout", "crash", "protocol", "incomplete")
+        return {c.group for c in every if c.status in stalled}
 
     def blamed(self) -> set[str]:
         """Every student function some failing case or check points at."""

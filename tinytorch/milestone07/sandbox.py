@@ -39,10 +39,14 @@ from tinytorch.milestone07.contain import ChildLimits
 from tinytorch.milestone07.fingerprint import reference_fingerprints
 
 START_TIMEOUT_S = 60.0  # importing numpy + the student's module in a fresh interpreter
-STATUSES = frozenset(
-    {"ok", "raised", "not_implemented", "not_tensor", "timeout", "crash", "protocol", "unloadable"}
-)
-LOAD_STATUSES = frozenset({"ok", "not_found", "import_error", "not_implemented"})
+# What a child may answer, and the keys each status needs (its consumers read them). The parent's
+# own statuses (timeout, crash, protocol, unloadable) are never accepted from a child.
+CALL_REPLIES = {"ok": ("output",), "raised": ("error",), "not_implemented": ("error",),
+                "not_tensor": ("type",)}  # fmt: skip
+LOAD_REPLIES = {"ok": ("functions",), "not_found": ("error",), "import_error": ("error",),
+                "not_implemented": ("error",)}  # fmt: skip
+TASK_REPLIES = {"ok": ("value",), "raised": ("error",)}
+PARENT_STATUSES = frozenset({"timeout", "crash", "protocol", "unloadable"})
 MAX_SLICES = 20000
 _HERE = Path(__file__).resolve().parent  # tinytorch/milestone07
 F32 = np.dtype(np.float32)  # what Tensor() makes of any input
@@ -89,21 +93,59 @@ def _int_list(value: Any, cap: int) -> bool:
     return isinstance(value, list) and len(value) <= cap and all(type(d) is int for d in value)
 
 
+def _status(msg: dict[str, Any], replies: dict[str, tuple[str, ...]], what: str) -> None:
+    """The reply's status is a string a child may send, and the keys it needs are there."""
+    status = msg.get("status")
+    if not isinstance(status, str) or status not in replies:
+        raise wire.ProtocolError(f"a {what} with status {str(status)[:40]!r}")
+    missing = [key for key in replies[status] if key not in msg]
+    if missing:
+        raise wire.ProtocolError(f"a {what} with status {status!r} but no {', '.join(missing)}")
+
+
+def _checked(validate: wire.Validator) -> wire.Validator:
+    """validate, with anything it trips over (a forged type it did not expect) a ProtocolError."""
+
+    def check(msg: dict[str, Any], declared: list) -> None:
+        try:
+            validate(msg, declared)
+        except wire.ProtocolError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (whatever the child sent, it is its fault)
+            raise wire.ProtocolError(
+                f"a reply the schema cannot read ({type(exc).__name__})"
+            ) from None
+
+    return check
+
+
+def _short_strings(table: Any, cap: int, what: str) -> None:
+    if not (isinstance(table, dict) and len(table) <= cap):
+        raise wire.ProtocolError(f"'{what}' is not a small dict")
+    if not all(len(k) <= 200 and isinstance(v, str) and len(v) <= 200 for k, v in table.items()):
+        raise wire.ProtocolError(f"'{what}' holds something other than short strings")
+
+
 def _load_validator(msg: dict[str, Any], declared: list) -> None:
     allowed = {
         "status", "error", "functions", "origins", "imports_reference", "file", "layers", "stubs",
         "copies_reference", "conv_methods",
     }  # fmt: skip
-    if declared or not msg.keys() <= allowed or msg.get("status") not in LOAD_STATUSES:
+    if declared or not msg.keys() <= allowed:
         raise wire.ProtocolError("malformed load info")
+    _status(msg, LOAD_REPLIES, "load info")
     _text(msg, "error")
     _text(msg, "file", 4096)
     for key in ("functions", "origins"):
-        table = msg.get(key, {})
-        if not (isinstance(table, dict) and len(table) <= 64):
-            raise wire.ProtocolError(f"'{key}' is not a small dict")
-        if not all(isinstance(v, str) and len(v) <= 200 for v in table.values()):
-            raise wire.ProtocolError(f"'{key}' holds something other than short strings")
+        _short_strings(msg.get(key, {}), 64, key)
+    layers = msg.get("layers", {})
+    if not (isinstance(layers, dict) and len(layers) <= 32):
+        raise wire.ProtocolError("'layers' is not a small dict")
+    for layer in layers.values():
+        if not (isinstance(layer, list) and len(layer) == 2 and isinstance(layer[0], bool)):
+            raise wire.ProtocolError("a layer is not [active, why]")
+        if not (isinstance(layer[1], str) and len(layer[1]) <= 4096):
+            raise wire.ProtocolError("a layer's why is not a short string")
     if not isinstance(msg.get("imports_reference", False), bool):
         raise wire.ProtocolError("'imports_reference' is not a bool")
     for key in ("stubs", "copies_reference", "conv_methods"):
@@ -117,20 +159,20 @@ def _load_validator(msg: dict[str, Any], declared: list) -> None:
 def _task_validator(msg: dict[str, Any], declared: list) -> None:
     if declared or not msg.keys() <= {"status", "error", "value"}:
         raise wire.ProtocolError("malformed task reply")
-    if msg.get("status") not in ("ok", "raised"):
-        raise wire.ProtocolError("bad task status")
+    _status(msg, TASK_REPLIES, "task reply")
     _text(msg, "error")
 
 
 def _call_validator(sent: list[Any], out_cap: int) -> wire.Validator:
     """Checks a call reply's header against the request, before any array is read."""
     sent_arrays = [a if isinstance(a, np.ndarray) else None for a in sent]
-    keys = {"status", "error", "seconds", "records", "slices", "records_dropped", "output",
-            "inputs", "grads", "type", "phase", "stub", "tampered"}  # fmt: skip
+    keys = {"status", "error", "seconds", "records", "slices", "boxes", "records_dropped",
+            "output", "inputs", "grads", "type", "phase", "stub", "tampered"}  # fmt: skip
 
     def validate(msg: dict[str, Any], declared: list) -> None:
-        if not msg.keys() <= keys or msg.get("status") not in STATUSES:
-            raise wire.ProtocolError("unexpected keys or status in a call reply")
+        if not msg.keys() <= keys:
+            raise wire.ProtocolError("unexpected keys in a call reply")
+        _status(msg, CALL_REPLIES, "call reply")
         for key in ("error", "type", "stub", "tampered"):
             _text(msg, key)
         if msg.get("phase", "forward") not in ("forward", "backward"):
@@ -154,6 +196,11 @@ def _call_validator(sent: list[Any], out_cap: int) -> wire.Validator:
             raise wire.ProtocolError("'slices' is not a list")
         if not all(_int_list(s, 8) for s in slices):
             raise wire.ProtocolError("malformed slice shape")
+        boxes = msg.get("boxes", [])
+        if not (isinstance(boxes, list) and len(boxes) <= MAX_SLICES):
+            raise wire.ProtocolError("'boxes' is not a list")
+        if not all(_int_list(b, 5) and len(b) == 5 and min(b) >= 0 for b in boxes):
+            raise wire.ProtocolError("malformed block slice [operand, r0, r1, c0, c1]")
         if type(msg.get("records_dropped", 0)) is not int:
             raise wire.ProtocolError("'records_dropped' is not an int")
         seen = 0
@@ -193,10 +240,28 @@ def _call_limits(sent: list[Any], out_cap: int, grads: bool) -> wire.Limits:
     return wire.Limits(header=8 << 20, payload=8 * out_cap + inputs + grad_bytes)
 
 
+def expected_reply(req: dict[str, Any]) -> tuple[dict[str, Any], wire.Limits, wire.Validator]:
+    """(the request as sent, the reply's caps, its validator): what a reply to `req` may be."""
+    req = dict(req)
+    if "task" in req:
+        return req, wire.Limits(header=8 << 20), _task_validator
+    args = list(req.get("args", []))
+    out_cap = int(req.pop("out_cap", 0) or default_out_cap(args))
+    limits = _call_limits(args, out_cap, req.get("grad") is not None)
+    return req, limits, _call_validator(args, out_cap)
+
+
 def default_out_cap(args: list[Any]) -> int:
     """Elements an output may have when the caller does not say: generous, but bounded."""
     n = sum(a.size for a in args if isinstance(a, np.ndarray))
     return 64 * n + (1 << 16)
+
+
+_SIGNAL_MEANS = {
+    "SIGXCPU": " (its CPU-seconds limit)",
+    "SIGXFSZ": " (its file-size limit)",
+    "SIGSEGV": " (a segfault)",
+}
 
 
 def _death(exitcode: int | None, in_namespace: bool) -> str:
@@ -209,7 +274,7 @@ def _death(exitcode: int | None, in_namespace: bool) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        return f"the child process died with {name}"
+        return f"the child process died with {name}{_SIGNAL_MEANS.get(name, '')}"
     return f"the child process exited with status {exitcode}"
 
 
@@ -271,6 +336,7 @@ class Sandbox:
         self._reader: wire.FdReader | None = None
         self._next_id = 0
         self._in_ns = False
+        self._uid: int | None = None  # the child's uid after its drop (None: the grader's)
 
     def __enter__(self) -> Sandbox:  # noqa: PYI034
         return self
@@ -320,6 +386,10 @@ class Sandbox:
         finally:
             os.close(req_r)
             os.close(rep_w)
+        contain.LIVE.add(self._proc.pid)
+        self._uid = ids[0] if ids else None
+        rule, rule_why = contain.orphan_rule(self._uid)
+        self._layer("orphans", rule is not None, rule_why)
         self._layer("session", True, "own session and process group")
         self._layer("workdir", True, f"a private copy in {work}" if copied else f"private {work}")
         trimmed = "trimmed: PATH, locale, thread and TINYTORCH_* variables only"
@@ -359,7 +429,7 @@ class Sandbox:
             return self._fail("crash", "")
         reader.deadline = time.monotonic() + timeout
         try:
-            got_id, reply = wire.read_frame(reader.read_exact, limits, validate)
+            got_id, reply = wire.read_frame(reader.read_exact, limits, _checked(validate))
         except TimeoutError:
             return self._fail("timeout", f"no answer within {timeout:g} s")
         except EOFError:
@@ -395,14 +465,7 @@ class Sandbox:
         info = self.start()
         if info.get("status") != "ok" and ("task" not in req or "import_" in info["status"]):
             return {"status": "unloadable", "error": info.get("error", "")}
-        req = dict(req)
-        if "task" in req:
-            limits, validate = wire.Limits(header=8 << 20), _task_validator
-        else:
-            args = list(req.get("args", []))
-            out_cap = int(req.pop("out_cap", 0) or default_out_cap(args))
-            limits = _call_limits(args, out_cap, req.get("grad") is not None)
-            validate = _call_validator(args, out_cap)
+        req, limits, validate = expected_reply(req)
         self._next_id += 1
         rid = self._next_id
         deadline = time.monotonic() + timeout
@@ -417,7 +480,7 @@ class Sandbox:
         """Kill the child and everything it started, reap them, remove its folder."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            contain.kill_tree(proc, self._token)
+            contain.kill_tree(proc, self._token, self._uid)
         if self._req_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._req_fd)

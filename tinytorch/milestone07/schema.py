@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Any
 
-from tinytorch.milestone07.cases import FUNCTIONS
+from tinytorch.milestone07.cases import FUNCTIONS, HIDDEN_GROUPS
 from tinytorch.milestone07.diagnose import diagnose_result
 from tinytorch.milestone07.results import (
     BENCH_STATUSES,
@@ -17,7 +17,7 @@ from tinytorch.milestone07.results import (
     PartBResult,
 )
 
-SCHEMA_VERSION = 2  # 2: grading, hidden_cases, isolation, warnings; verdict ERROR
+SCHEMA_VERSION = 3  # 2: grading, hidden_cases, isolation, warnings; verdict ERROR. 3: status protocol, group im2col
 
 _NUM = {"type": ["number", "null"]}
 _STR = {"type": "string"}
@@ -26,7 +26,7 @@ _CASE = {
     "required": ["name", "group", "title", "status", "max_error", "where", "detail", "lesson", "seconds", "blame"],
     "properties": {
         "name": _STR,
-        "group": {"enum": ["tiled_matmul", "fused_gelu", "im2col_conv2d", "col2im", *()]},
+        "group": {"enum": list(HIDDEN_GROUPS)},  # im2col: hidden cases only
         "title": _STR,
         "status": {"enum": list(CASE_STATUSES)},
         "max_error": _NUM,
@@ -151,7 +151,7 @@ def _finite(value: Any) -> Any:
 
 
 def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> dict[str, Any]:
-    """The result as a JSON-ready dict (schema_version 2; see SCHEMA)."""
+    """The result as a JSON-ready dict (schema_version SCHEMA_VERSION; see SCHEMA)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         "milestone": "07",
