@@ -827,40 +827,95 @@ int tt_sgemm(const float* A, const float* B, float* C, size_t M, size_t N, size_
     }
 }
 
-// Y(rows x cols) = gelu(X + bias[None, :]). Work is cut into tiles of whole rows (or row pieces
-// when a row alone is large) of ~16K floats, handed out dynamically; inside a tile the column
-// index is the bias index, so there is no modulo in the inner loop. X and Y may alias.
+// Y(rows x cols) = gelu(X + bias[None, :]), X and Y contiguous; they may alias.
 // Traffic: read 4*rows*cols + 4*cols bytes, write 4*rows*cols.
-// Streaming loops prefetch X this many floats (4 KiB) ahead, one cache line per 16 floats. The
-// hardware prefetcher alone leaves the core waiting on loads between the long GELU chains: on Zen 3
-// at 4096 x 4096, 2 threads, this moved bias+GELU from 0.75 to 0.82-0.86 of the copy bandwidth.
-// A prefetch past the end of X is harmless (prefetches never fault); the address is computed as an
-// integer so that no out-of-range pointer is ever formed.
+// The streaming loop prefetches X this many floats (4 KiB) ahead, one cache line per 16 floats.
+// The hardware prefetcher alone leaves the core waiting on loads between the long GELU chains: on
+// Zen 3 at 4096 x 4096, 2 threads, this moved bias+GELU from 0.75 to 0.82-0.86 of the copy
+// bandwidth. A prefetch past the end of X is harmless (prefetches never fault); the address is
+// computed as an integer so that no out-of-range pointer is ever formed.
 constexpr size_t kStreamPrefetch = 1024;
 #if TT_AVX2
 inline void prefetch_ahead(const float* p) {
     _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kStreamPrefetch * sizeof(float)),
                  _MM_HINT_T0);
 }
+
+// y[0:16] = gelu(x[0:16] + b[0:16]) with non-temporal stores; y is 64-byte aligned.
+inline void gelu16_stream(const float* x, const float* b, float* y) {
+#if TT_AVX512
+    _mm512_stream_ps(y, gelu_avx512(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(b))));
+#else
+    _mm256_stream_ps(y, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(b))));
+    _mm256_stream_ps(y + 8, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + 8), _mm256_loadu_ps(b + 8))));
+#endif
+}
+
+// Outputs far larger than the caches: Y is written with non-temporal stores (no read-for-ownership
+// of Y, so 8 instead of 12 bytes of traffic per element), over the FLAT index range of the
+// contiguous rows x cols arrays, in whole 64-byte lines of Y. Row ends do not cut the loop: only the
+// first lines before Y's first 64-byte boundary and the last partial line are written by ordinary
+// stores, once per call. (Peeling every row instead, as this loop once did, mixes ordinary and
+// non-temporal stores in the cache line at each row boundary whenever Y is not 64-byte aligned;
+// NumPy's large arrays sit 16 bytes past a page boundary, and that cost 0.66 vs 0.78 of the copy
+// bandwidth on 2 threads at 4096 x 4096.) A line that crosses the end of a row takes its bias from
+// a small wrapped copy. Work items are 16K floats (64 KiB of Y).
+static void bias_gelu_stream(const float* X, const float* bias, float* Y, size_t rows, size_t cols, int nt) {
+    const size_t total = rows * cols;
+    size_t lead = ((64 - (reinterpret_cast<uintptr_t>(Y) & 63)) & 63) / sizeof(float);
+    lead = std::min(lead, total);
+    for (size_t i = 0; i < lead; ++i) Y[i] = gelu_scalar(X[i] + bias[i % cols]);
+    const size_t body = (total - lead) / 16 * 16;
+    const size_t item = size_t{1} << 14;
+    const size_t items = ceil_div(body, item);
+    (void)nt;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#endif
+    for (size_t t = 0; t < items; ++t) {
+        size_t i = lead + t * item;
+        const size_t end = lead + std::min(body, (t + 1) * item);
+        size_t col = i % cols;
+        alignas(64) float wrapped[16];
+        for (; i < end; i += 16) {
+            prefetch_ahead(X + i);
+            const float* b = bias + col;
+            if (col + 16 > cols) {  // this line of Y crosses the end of a row
+                for (size_t l = 0; l < 16; ++l) wrapped[l] = bias[(col + l) % cols];
+                b = wrapped;
+            }
+            gelu16_stream(X + i, b, Y + i);
+            col += 16;
+            while (col >= cols) col -= cols;
+        }
+        _mm_sfence();  // streamed stores are weakly ordered: publish before the region ends
+    }
+    for (size_t i = lead + body; i < total; ++i) Y[i] = gelu_scalar(X[i] + bias[i % cols]);
+}
 #endif
 
 int tt_bias_gelu(const float* X, const float* bias, float* Y, size_t rows, size_t cols,
                  int threads) {
     if (rows == 0 || cols == 0) return 0;
+    int nt = clamp_threads(threads);
+#if TT_AVX2
+    // Far larger than the caches (and Y float-aligned, as NumPy's arrays always are): streaming.
+    // Smaller outputs stay in cache for whoever reads them next.
+    if (rows * cols * sizeof(float) >= (size_t{32} << 20) && reinterpret_cast<uintptr_t>(Y) % sizeof(float) == 0) {
+        bias_gelu_stream(X, bias, Y, rows, cols, nt);
+        return 0;
+    }
+#endif
+    // Tiles of whole rows (or row pieces when a row alone is large) of ~16K floats, handed out
+    // dynamically; inside a tile the column index is the bias index: no modulo in the inner loop.
     const size_t tile = size_t{1} << 14;
     size_t col_tile = std::min(cols, tile);
     size_t col_tiles = ceil_div(cols, col_tile);
     size_t row_tile = std::max<size_t>(1, tile / col_tile);
     size_t row_tiles = ceil_div(rows, row_tile);
     size_t tiles = row_tiles * col_tiles;
-    int nt = clamp_threads(threads);
     if (tiles < 4) nt = 1;  // under ~64K floats a parallel region costs more than it saves
     (void)nt;
-    // Outputs far larger than the caches are written with non-temporal stores: no read-for-
-    // ownership of Y, so 8 instead of 12 bytes of traffic per element. Smaller outputs stay in
-    // cache for whoever reads them next.
-    const bool stream = rows * cols * sizeof(float) >= (size_t{32} << 20);
-    (void)stream;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
 #endif
@@ -872,22 +927,6 @@ int tt_bias_gelu(const float* X, const float* bias, float* Y, size_t rows, size_
             float* y = Y + i * cols;
             size_t j = c0;
 #if TT_AVX512
-            if (stream) {
-                // Peel to a 64-byte boundary, then stream whole cache lines past the caches.
-                size_t lead = ((64 - (reinterpret_cast<uintptr_t>(y + j) & 63)) & 63) / sizeof(float);
-                lead = std::min(lead, c1 - j);
-                if (lead) {
-                    __mmask16 m = static_cast<__mmask16>((1u << lead) - 1u);
-                    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + j), _mm512_maskz_loadu_ps(m, bias + j));
-                    _mm512_mask_storeu_ps(y + j, m, gelu_avx512(v));
-                    j += lead;
-                }
-                for (; j + 16 <= c1; j += 16) {
-                    prefetch_ahead(x + j);
-                    _mm512_stream_ps(y + j, gelu_avx512(_mm512_add_ps(_mm512_loadu_ps(x + j),
-                                                                      _mm512_loadu_ps(bias + j))));
-                }
-            }
             for (; j + 16 <= c1; j += 16)
                 _mm512_storeu_ps(y + j, gelu_avx512(_mm512_add_ps(_mm512_loadu_ps(x + j),
                                                                   _mm512_loadu_ps(bias + j))));
@@ -898,27 +937,12 @@ int tt_bias_gelu(const float* X, const float* bias, float* Y, size_t rows, size_
                 j = c1;
             }
 #elif TT_AVX2
-            if (stream) {
-                // Peel to a 32-byte boundary, then stream whole vectors past the caches.
-                for (; j < c1 && (reinterpret_cast<uintptr_t>(y + j) & 31); ++j)
-                    y[j] = gelu_scalar(x[j] + bias[j]);
-                for (; j + 16 <= c1; j += 16) {
-                    prefetch_ahead(x + j);
-                    _mm256_stream_ps(y + j, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + j),
-                                                                    _mm256_loadu_ps(bias + j))));
-                    _mm256_stream_ps(y + j + 8, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + j + 8),
-                                                                        _mm256_loadu_ps(bias + j + 8))));
-                }
-            }
             for (; j + 8 <= c1; j += 8)
                 _mm256_storeu_ps(y + j, gelu_avx2(_mm256_add_ps(_mm256_loadu_ps(x + j),
                                                                 _mm256_loadu_ps(bias + j))));
 #endif
             for (; j < c1; ++j) y[j] = gelu_scalar(x[j] + bias[j]);
         }
-#if TT_AVX2
-        if (stream) _mm_sfence();  // streamed stores are weakly ordered: publish before returning
-#endif
     }
     return 0;
 }

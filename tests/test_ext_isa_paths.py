@@ -25,6 +25,7 @@ DRIVER = r"""
 #include <cstdlib>
 #include <vector>
 #include <cstddef>
+#include <cstdint>
 extern "C" {
 const char* tt_isa(void);
 const char* tt_microkernel(void);
@@ -75,6 +76,15 @@ int main(){
   for(size_t j=0;j<sc;++j) sb[j]=0.001f*(j%7);
   tt_bias_gelu(sx.data(),sb.data(),sy.data(),sr,sc,2);
   for(size_t i=0;i<sx.size();++i) e=std::fmax(e,std::fabs(gelu((double)(sx[i]+sb[i%sc]))-sy[i]));
+  // Streamed with rows narrower than a cache line (every line wraps the bias several times), in
+  // place (X == Y), from an output that starts 4 bytes past a 64-byte boundary.
+  size_t wr=2796203, wc=3;
+  std::vector<float> nx(wr*wc+16), nb={0.25f,-0.5f,1.0f};
+  float* np_=nx.data()+1; while((reinterpret_cast<uintptr_t>(np_)&63)!=4) ++np_;
+  std::vector<float> nsrc(wr*wc);
+  for(size_t i=0;i<nsrc.size();++i) nsrc[i]=np_[i]=-20+40.0f*((i*104729)%100003)/100003;
+  tt_bias_gelu(np_,nb.data(),np_,wr,wc,2);
+  for(size_t i=0;i<nsrc.size();++i) e=std::fmax(e,std::fabs(gelu((double)(nsrc[i]+nb[i%wc]))-np_[i]));
   float sp[6]={-INFINITY, INFINITY, -3e38f, 3e38f, -3.4028235e38f, 3.4028235e38f}, z[6]={0,0,0,0,0,0}, o[6];
   tt_bias_gelu(sp,z,o,1,6,1);
   int nan=0; for(int i=0;i<6;++i) nan+=std::isnan(o[i]);
