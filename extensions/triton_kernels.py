@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from . import NO_GPU, gpu_device_nodes
+
 INTERPRET = os.environ.get("TRITON_INTERPRET", "") == "1"
 
 try:
@@ -118,12 +120,6 @@ def _torch() -> Any | None:
     return torch
 
 
-def _gpu_device_nodes() -> bool:
-    """A cheap pre-check that needs no torch: NVIDIA, WSL or ROCm device nodes exist."""
-    paths = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd", "/proc/driver/nvidia")
-    return any(os.path.exists(p) for p in paths)
-
-
 def _cuda_name() -> str | None:
     """The GPU name if torch sees a CUDA (or ROCm) device, else None.
 
@@ -134,7 +130,7 @@ def _cuda_name() -> str | None:
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
         return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    if not _gpu_device_nodes():
+    if not gpu_device_nodes():
         return None
     code = "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
     try:
@@ -161,10 +157,7 @@ def available() -> tuple[bool, str]:
             True,
             f"triton {triton.__version__} interpreter on the CPU (TRITON_INTERPRET=1, slow)",
         )
-    return False, (
-        f"triton {triton.__version__} is installed but there is no CUDA GPU "
-        "(set TRITON_INTERPRET=1 before import to run the kernels slowly on the CPU)"
-    )
+    return False, NO_GPU.format(version=triton.__version__)
 
 
 def _torch_and_device() -> tuple[Any, str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 import types
@@ -145,3 +147,35 @@ def test_a_torch_worker_that_does_not_answer_in_time_is_killed() -> None:
     assert math.isnan(worker.time({"op": "gemm", "n": 2048, "threads": 1}))
     assert not worker.ok  # killed, not waited for
     assert math.isnan(worker.time({"op": "gemm", "n": 8, "threads": 1}))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton not installed")
+def test_the_triton_row_without_a_gpu_does_not_import_triton() -> None:
+    """Every `tito milestone run` lists the backends in its JSON: without a GPU (and without
+    TRITON_INTERPRET) that row must not pay for importing triton, and must say what
+    triton_kernels.available() says."""
+    from tinytorch.extensions import gpu_device_nodes
+
+    if gpu_device_nodes():
+        pytest.skip("GPU device nodes exist here: the row imports triton to ask the GPU")
+    code = (
+        "import json, sys\n"
+        "from tinytorch.extensions import backend_status\n"
+        "row = backend_status()[-1]\n"
+        "imported = 'triton' in sys.modules\n"
+        "from tinytorch.extensions import triton_kernels\n"
+        "print(json.dumps([row, imported, list(triton_kernels.available())]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    row, imported, direct = json.loads(out.stdout)
+    assert not imported
+    assert row["name"] == "triton" and [row["available"], row["reason"]] == direct
