@@ -487,3 +487,32 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_is_done(tmp_path: Path) -> None:
 
     left = [p for p in psutil.process_iter(["cmdline"]) if str(out) in " ".join(p.info["cmdline"] or [])]  # fmt: skip
     assert left == []  # dave's milestone run was killed, not left behind
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_side_by_side_gradings_get_one_blas_thread_each(tmp_path, monkeypatch, jobs) -> None:
+    """With --jobs above 1 every grading runs with one BLAS/OpenMP thread (runner.ONE_THREAD):
+    OpenBLAS's spinning idle threads otherwise take turns from the student graded beside them.
+    With --jobs 1 the environment is the caller's."""
+    from tinytorch.classroom import classgrade
+    from tinytorch.classroom.runner import ONE_THREAD, error_doc
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("ann", "ben"):
+        (subs / f"{name}.py").write_text("x = 1\n")
+    seen: list[dict[str, str]] = []
+
+    def fake_grade(copy, private, *, env=None, **kwargs):
+        seen.append(dict(env or os.environ))
+        return error_doc(str(copy), "NOT_PASSED", "fake"), None
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setattr(classgrade, "grade_submission", fake_grade)
+    classgrade.grade_class(subs, tmp_path / "out", jobs=jobs)
+    assert len(seen) == 2
+    for env in seen:
+        if jobs > 1:
+            assert {k: env.get(k) for k in ONE_THREAD} == ONE_THREAD
+        else:
+            assert "OPENBLAS_NUM_THREADS" not in env

@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from tinytorch.classroom.formats import gradescope_results, prairielearn_results
-from tinytorch.classroom.runner import error_doc, grade_submission
+from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points, load_points
 from tinytorch.classroom.submissions import find_module
 
@@ -39,9 +39,9 @@ VENV = "/opt/tinytorch"
 # memory bomb is a MemoryError in one case (a named result), not the container's OOM killer.
 TREE_LIMIT_MB = 700.0
 CHILD_MEMORY_MB = 512
-# One BLAS thread: half a vCPU gains nothing from more, and OpenBLAS reserves about 40 MB of
-# address space per thread, sized by the host's CPU count, which would eat CHILD_MEMORY_MB.
-ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# One BLAS thread (runner.ONE_THREAD): half a vCPU gains nothing from more, and OpenBLAS reserves
+# about 40 MB of address space per thread, sized by the host's CPU count, which would eat
+# CHILD_MEMORY_MB.
 WALL_LIMIT_S = 480.0  # under Gradescope's default 10 min timeout
 ROOTS = {"gradescope": ("/autograder", "submission"), "prairielearn": ("/grade", "student")}
 _REPO = Path(__file__).resolve().parents[2]

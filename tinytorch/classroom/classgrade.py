@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytorch.classroom.formats import GRADEBOOK_COLUMNS, gradebook_row
-from tinytorch.classroom.runner import WALL_TIMEOUT_S, error_doc, grade_submission
+from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.submissions import Submission, discover, source_text
 from tinytorch.milestone07 import contain
@@ -192,6 +192,8 @@ def grade_class(
         own_uids = False
         run.warnings.append(f"concurrent students share one sandbox uid: {why}")
 
+    extra_env = ONE_THREAD if jobs > 1 else {}  # side by side: one BLAS thread each
+
     def one(sub: Submission, blob: bytes | None) -> dict[str, Any]:
         if sub.impl is None or blob is None:
             why = sub.problem or f"cannot read {sub.impl}"
@@ -211,7 +213,7 @@ def grade_class(
                 wall_timeout=wall_timeout,
                 stop=stop,
                 log_path=logs / f"{sub.student}.log",
-                env={**os.environ, **contain.slot_env(slot)} if own_uids else None,
+                env={**os.environ, **extra_env, **(contain.slot_env(slot) if own_uids else {})},
             )
         finally:
             slots.put(slot)
