@@ -19,6 +19,7 @@ from tinytorch.classroom.runner import run_tree
 from tinytorch.classroom.scoring import load_points
 from tinytorch.classroom.similarity import REFERENCE, similarity_flags
 from tinytorch.cli.main import main
+from tinytorch.milestone07.cases import hidden_cases
 from tinytorch.release import make_student_source, reference_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ STUBS = "".join(f"def {f}(*args):\n    raise NotImplementedError\n\n\n" for f in
 HANG = "".join(f"def {f}(*args, **kwargs):\n    while True:\n        pass\n\n\n" for f in FUNCS)
 # Hidden cases are worth nothing here so the rows do not depend on how many there are.
 POINTS_TOML = "case = 1\ncheck = 2\nhidden_case = 0\n"
-HIDDEN_CASES = 14  # grading mode's hidden cases per run (README "Grading safely")
+HIDDEN_CASES = len(hidden_cases(1))  # hidden cases per grading run (README "Grading safely")
 
 
 def _near_copy_of_bob() -> str:
@@ -85,18 +86,29 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
 
 # Every column but seconds, for every student (derived by hand: bob drops every case whose K is
 # not a multiple of the tile: 15 of the 18 matmul cases, and all 6 hidden matmul cases, whose K
-# never is; 1 point per case, 2 per check, 0 per hidden case). Grading mode has 6 deeper checks
+# never is (the other hidden cases, im2col's 2 included, pass); 1 point per case, 2 per check, 0 per hidden case). Grading mode has 6 deeper checks
 # + "own work". Where every call crashes, hangs or is a stub, the one check that passes is
 # "inputs not mutated", vacuously (the milestone's business: a "not_run" status is planned).
 EXPECTED = {
-    "alice": ("PASS", 30, 30, 7, 7, 14, 14, 44, 44, ""),
-    "bob": ("NOT_PASSED", 15, 30, 6, 7, 8, 14, 27, 44, ""),  # plain NumPy conv: backward fails
-    "carol": ("NOT_PASSED", 0, 30, 1, 7, 0, 14, 2, 44, ""),
-    "dave": ("NOT_PASSED", 0, 30, 1, 7, 0, 14, 2, 44, ""),
-    "erin": ("INCOMPLETE", 0, 30, 1, 7, 0, 14, 2, 44, ""),
+    "alice": ("PASS", 30, 30, 7, 7, HIDDEN_CASES, HIDDEN_CASES, 44, 44, ""),
+    "bob": (
+        "NOT_PASSED",
+        15,
+        30,
+        6,
+        7,
+        HIDDEN_CASES - 6,
+        HIDDEN_CASES,
+        27,
+        44,
+        "",
+    ),  # plain NumPy conv: backward fails
+    "carol": ("NOT_PASSED", 0, 30, 1, 7, 0, HIDDEN_CASES, 2, 44, ""),
+    "dave": ("NOT_PASSED", 0, 30, 1, 7, 0, HIDDEN_CASES, 2, 44, ""),
+    "erin": ("INCOMPLETE", 0, 30, 1, 7, 0, HIDDEN_CASES, 2, 44, ""),
     "frank": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, 0, 0, "a notebook: grade notebooks with --notebook"),
-    "grace": ("NOT_PASSED", 15, 30, 6, 7, 8, 14, 27, 44, ""),
-    "heidi": ("PASS", 30, 30, 7, 7, 14, 14, 44, 44, ""),
+    "grace": ("NOT_PASSED", 15, 30, 6, 7, HIDDEN_CASES - 6, HIDDEN_CASES, 27, 44, ""),
+    "heidi": ("PASS", 30, 30, 7, 7, HIDDEN_CASES, HIDDEN_CASES, 44, 44, ""),
     "liam": ("NOT_PASSED", 0, 30, 0, 0, 0, 0, 0, 30, ""),  # a syntax error: nothing loads
     "mia": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, 0, 0, "no acceleration.py in the folder"),
 }

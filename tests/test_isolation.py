@@ -306,7 +306,9 @@ def test_the_torch_worker_speaks_the_sandbox_protocol() -> None:
         assert worker.ok and worker.version, worker.reason
         assert worker.box.isolation["session"]["active"]  # one child mechanism: the sandbox
         assert worker.time({"op": "gemm", "n": 32, "threads": 1}) > 0
-        assert worker.ask({"op": "nope"}) == {"error": "unknown op 'nope'"}
+        reply = worker.ask({"op": "nope"})
+        assert reply["error"] == "unknown op 'nope'"  # and its CPU time, for tito bench's load
+        assert set(reply) == {"error", "cpu_s"} and reply["cpu_s"] >= 0
     finally:
         worker.close()
     assert not worker.ok
