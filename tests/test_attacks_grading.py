@@ -414,3 +414,32 @@ def test_budget_flag_reaches_the_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main([*argv, "--budget", "2"]) == 1
     out = capsys.readouterr().out
     assert "TIMEOUT" in out and "budget" in out
+
+
+# ---- tiling only when watched ---------------------------------------------------------------------
+WATCHED_ONLY = '''
+
+_tiled = tiled_matmul
+
+
+def tiled_matmul(a, b, tile_size=64):
+    """The buggy tiled kernel only when the grader's recording array is seen; NumPy otherwise."""
+    import numpy as _np
+    from tinytorch.core.tensor import Tensor as _T
+
+    data = a.data if hasattr(a, "data") else a
+    if type(data) is _np.ndarray:  # not watched: skip the tiles
+        return _T(_np.asarray(data) @ _np.asarray(b.data if hasattr(b, "data") else b))
+    return _tiled(a, b, tile_size)
+'''
+
+
+@pytest.mark.parametrize("grading", [False, True])
+def test_a_kernel_that_tiles_only_when_watched_is_graded_as_what_it_does(tmp_path, grading):
+    """Every call gets the same array class and the same NumPy, audited or not: a buggy tiled
+    kernel switched on only for the audit (and np.matmul for the cases) was PASS 30/30."""
+    path = _write(tmp_path, "watched", _buggy_base() + WATCHED_ONLY)
+    result = run_part_a(path, grading=grading)
+    assert result.verdict == "NOT_PASSED"
+    failed = {c.group for c in result.cases if c.status != "pass"}
+    assert "tiled_matmul" in failed

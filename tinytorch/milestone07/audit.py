@@ -1,12 +1,13 @@
 """Tiling audit: record the operand shapes of every matrix product the student's code performs.
 
-`AuditArray` is an ndarray subclass handed to the student as `Tensor.data`. `@` and np.matmul are
+`AuditArray` is an ndarray subclass handed to the student as `Tensor.data` on every call, audited
+or not, with `patched_numpy()` active on every call too, so a kernel cannot tell when it is
+watched; only an audited call's records are kept and judged. `@` and np.matmul are
 ufuncs, so `__array_ufunc__` sees them; dot, einsum, tensordot and inner go through
 `__array_function__`; slicing goes through `__getitem__`, so the blocks a loop-based kernel reads
 are seen too: each slice that is exactly a block of an operand (rows r0:r1, columns c0:c1 of A or
 B, found from its address and strides) is recorded with those index ranges, so the grader can
-tell whether tile-sized slices covered all of A and B, not merely that one small slice was taken. Student code may drop the subclass (np.asarray, np.array), so while a call is
-audited `patched_numpy()` also keeps the subclass through those and records products of plain
+tell whether tile-sized slices covered all of A and B, not merely that one small slice was taken. Student code may drop the subclass (np.asarray, np.array), so `patched_numpy()` also keeps the subclass through those and records products of plain
 arrays made by np.matmul/np.dot/np.einsum/... `a @ b` on plain arrays, and products through torch
 or the bundled SIMD kernels, stay invisible: the audit then reports "not observed", a failure.
 

@@ -99,8 +99,9 @@ class _Child:
         for value in req["args"]:
             if isinstance(value, np.ndarray):
                 t = Tensor(value, requires_grad=grad is not None)
-                if audited:
-                    t.data = t.data.view(audit.AuditArray)
+                # Every call, audited or not, gets the same array class and the same NumPy: a
+                # kernel must not be able to tell when it is watched (tile only for the audit).
+                t.data = t.data.view(audit.AuditArray)
                 tensors.append(t)
                 args.append(t)
             else:
@@ -113,7 +114,7 @@ class _Child:
         try:
             with (
                 np.errstate(all="ignore"),
-                audit.patched_numpy() if audited else contextlib.nullcontext(),
+                audit.patched_numpy(),
             ):
                 out = fn(*args, **req.get("kwargs", {}))
         except NotImplementedError as exc:
