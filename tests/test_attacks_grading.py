@@ -18,7 +18,7 @@ import pytest
 from tinytorch.cli.main import main
 from tinytorch.milestone07 import CASES, run_part_a
 from tinytorch.milestone07 import part_a as part_a_module
-from tinytorch.milestone07.checks import tiling_audit
+from tinytorch.milestone07.checks import AUDIT_PROBLEMS, tiling_audit
 from tinytorch.milestone07.references import make_call
 from tinytorch.milestone07.sandbox import Sandbox
 
@@ -36,6 +36,12 @@ def _buggy_base() -> str:
     src = BASE.read_text()
     assert src.count(NO_ACCUMULATE[0]) == 1
     return src.replace(*NO_ACCUMULATE)
+
+
+def _audit_caught_a_wrong_answer(result: Any) -> None:
+    audit = next(c for c in result.checks if c.name == "tiling audit")
+    assert result.verdict == "NOT_PASSED" and audit.status == "fail", audit
+    assert "wrong answer on the audit's" in audit.detail, audit
 
 
 # ---- predictable data ---------------------------------------------------------------------------
@@ -59,7 +65,8 @@ def test_answers_looked_up_by_input_hash_for_seed_0_pass_practice_and_fail_gradi
     )
     path = _write(tmp_path, "lookup", cheat)
     practice = run_part_a(path)
-    assert practice.verdict == "PASS", [(c.name, c.detail) for c in practice.failing()]
+    assert practice.passed() == 30, [(c.name, c.detail) for c in practice.failing()]
+    _audit_caught_a_wrong_answer(practice)  # practice's cases alone are fooled, not its audit
     graded = run_part_a(path, grading=True)
     assert graded.verdict == "NOT_PASSED" and graded.blamed() == {"tiled_matmul"}
     assert any(c.status == "fail" for c in graded.cases if c.group == "tiled_matmul")
@@ -79,7 +86,9 @@ def test_special_cased_published_shapes_fail_the_hidden_cases(tmp_path: Path) ->
         "    return _buggy(a, b, tile_size)\n"
     )
     path = _write(tmp_path, "shapes", cheat)
-    assert run_part_a(path).verdict == "PASS"
+    practice = run_part_a(path)
+    assert practice.passed() == 30
+    _audit_caught_a_wrong_answer(practice)
     graded = run_part_a(path, grading=True)
     assert graded.verdict == "NOT_PASSED"
     assert graded.passed() == 30  # every published case still passes ...
@@ -288,7 +297,6 @@ def test_a_small_slice_or_product_does_not_vouch_for_the_whole_product(
 
 
 def test_tiling_only_the_published_audit_shapes_fails_when_grading(tmp_path: Path) -> None:
-    from tinytorch.milestone07.checks import AUDIT_PROBLEMS
 
     shapes = sorted({(m, k, n) for m, k, n, _t in AUDIT_PROBLEMS})
     cheat = BASE.read_text() + (
@@ -371,11 +379,11 @@ class _Replies:
         self.reply = reply
 
     def call(self, fn: str, args: list[Any], kwargs: dict[str, Any], **opts: Any) -> dict[str, Any]:
-        return dict(self.reply)
+        return {"output": (args[0].astype(np.float64) @ args[1]).astype(np.float32), **self.reply}
 
 
 def test_a_reply_flagged_tampered_is_a_named_audit_failure() -> None:
-    ok = {"status": "ok", "output": np.zeros((2, 2), np.float32), "records": []}
+    ok = {"status": "ok", "records": []}  # and the right answer
     got = tiling_audit(_Replies({**ok, "tampered": "audit.RECORDS was replaced"}), 0)
     assert got.status == "fail" and "tampered with" in got.detail and "RECORDS" in got.detail
     assert "audit" in got.lesson and got.blame == ["tiled_matmul"]
@@ -443,3 +451,61 @@ def test_a_kernel_that_tiles_only_when_watched_is_graded_as_what_it_does(tmp_pat
     assert result.verdict == "NOT_PASSED"
     failed = {c.group for c in result.cases if c.status != "pass"}
     assert "tiled_matmul" in failed
+
+
+# ---- counting its calls ---------------------------------------------------------------------------
+# The probe and every case come before the audit in the published order (1 + 18 + 6 hidden calls).
+COUNTING = '''
+
+_tiled = tiled_matmul
+_calls = [0]
+
+
+def tiled_matmul(a, b, tile_size=64):
+    """np.matmul of the whole matrices for the first 25 calls, then the {after} tiled kernel."""
+    import numpy as _np
+    from tinytorch.core.tensor import Tensor as _T
+
+    _calls[0] += 1
+    if _calls[0] <= 25:
+        return _T(_np.asarray(a.data) @ _np.asarray(b.data))
+    return _tiled(a, b, tile_size)
+'''
+
+
+@pytest.mark.parametrize("after", ["buggy", "right"])
+def test_a_kernel_that_counts_its_calls_cannot_find_the_unwatched_ones(tmp_path, after):
+    """Grading mode draws the order of every call, the audit's among the cases', from the secret
+    seed, and grades the audit's answers too. Before, with the audit after the cases, a kernel
+    that switched to a buggy tiled kernel after its 25th call was PASS 30/30 and 16/16 hidden,
+    and one that multiplied the whole matrices for the cases and tiled only after passed the
+    audit."""
+    src = _buggy_base() if after == "buggy" else BASE.read_text()
+    path = _write(tmp_path, f"counting_{after}", src + COUNTING.replace("{after}", after))
+    for seed in (1, 2, 3):
+        result = run_part_a(path, grading=True, seed=seed)
+        assert result.verdict == "NOT_PASSED", (seed, result.checks)
+        audit = next(c for c in result.checks if c.name == "tiling audit")
+        failed = [c for c in [*result.cases, *result.hidden] if c.status != "pass"]
+        if after == "right":  # every answer is right: the whole-matrix products fail the audit
+            assert not failed and audit.status == "fail" and "larger than the tile" in audit.detail
+        elif not failed:  # only the audit's calls came after the 25th: its answers are graded
+            assert audit.status == "fail" and "wrong answer" in audit.detail, audit
+        else:
+            assert {c.group for c in failed} == {"tiled_matmul"}
+
+
+def test_a_wrong_answer_seen_only_by_the_audit_fails_it(tmp_path) -> None:
+    """Practice mode calls the audit after the cases: right for the cases, buggy after them, the
+    audit's wrong answer is a failure of its own, with its own lesson (no case explains it)."""
+    path = _write(
+        tmp_path,
+        "counting_practice",
+        _buggy_base() + COUNTING.replace("25", "19").replace("{after}", "buggy"),
+    )
+    result = run_part_a(path)
+    assert result.verdict == "NOT_PASSED"
+    assert all(c.status == "pass" for c in result.cases)
+    audit = next(c for c in result.checks if c.name == "tiling audit")
+    assert audit.status == "fail" and "wrong answer on the audit's" in audit.detail, audit
+    assert not audit.names_cause and "every call" in audit.lesson

@@ -19,6 +19,7 @@ from tinytorch.milestone07 import (
     validate,
 )
 from tinytorch.milestone07.cases import HIDDEN_GROUPS, hidden_cases
+from tinytorch.milestone07.checks import AUDIT_PROBLEMS
 from tinytorch.milestone07.part_a import resolve_seed
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
@@ -135,7 +136,10 @@ def test_grading_run_grades_hidden_cases_and_reports_them_after_the_run() -> Non
 
 def test_a_hidden_case_failure_alone_fails_the_verdict(tmp_path: Path) -> None:
     # right on every published K, 1% off on any other: a bug no published case can see
-    published = sorted({c.params["k"] for c in CASES if c.group == "tiled_matmul"})
+    published = sorted(
+        {c.params["k"] for c in CASES if c.group == "tiled_matmul"}
+        | {k for _m, k, _n, _t in AUDIT_PROBLEMS}  # the practice audit's, published too
+    )
     path = tmp_path / "k_limit.py"
     path.write_text(
         BASE.read_text()

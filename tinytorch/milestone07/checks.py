@@ -55,6 +55,13 @@ def tampered(reply: dict) -> str | None:
     return flag if isinstance(flag, str) else "the audit's functions or records were changed"
 
 
+WRONG_WHEN_AUDITED = (
+    "tiled_matmul must compute the same right answer on every call: it passed the cases but "
+    "gave a wrong one on the audit's problem (ragged on every axis). Clip every tile with "
+    "min(i0 + tile_size, M) and accumulate over K, whatever the call."
+)
+
+
 def audit_problems(seed: int, grading: bool) -> tuple[tuple[int, int, int, int], ...]:
     """The tiling audit's (M, K, N, tile) problems: the published three in practice; when
     grading, three drawn from the secret seed (ragged on every axis, 2-4 tiles each), so a
@@ -79,28 +86,64 @@ def _covered(boxes: list, shapes: tuple[tuple[int, int], ...], tile: int) -> lis
     return [int(mask.sum()) for mask in masks]
 
 
-def tiling_audit(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
+AuditProblem = tuple[tuple[int, int, int, int], np.ndarray, np.ndarray]  # ((M, K, N, tile), A, B)
+
+
+def audit_inputs(seed: int, grading: bool = False) -> list[AuditProblem]:
+    """The tiling audit's problems with their inputs, drawn from the seed."""
+    rng = np.random.default_rng([seed, 17])
+    out = []
+    for m, k, n, t in audit_problems(seed, grading):
+        a = rng.standard_normal((m, k)).astype(np.float32)  # (M, K)
+        b = rng.standard_normal((k, n)).astype(np.float32)  # (K, N)
+        out.append(((m, k, n, t), a, b))
+    return out
+
+
+def audit_call(calls: StudentCalls, problem: AuditProblem) -> dict:
+    """One audited tiled_matmul call: the reply carries the block products and slices it took."""
+    (m, k, n, t), a, b = problem
+    return calls.call(
+        "tiled_matmul", [a, b], {"tile_size": t}, label=f"audit {m}x{k}x{n}", audit=True
+    )
+
+
+def tiling_audit(
+    calls: StudentCalls,
+    seed: int,
+    grading: bool = False,
+    *,
+    reported: bool = False,
+    replies: list[dict] | None = None,
+) -> CheckResult:
     """Every block product the student's tiled_matmul performs is at most tile_size on M, K and N,
     and what the audit saw accounts for the whole product: block products adding up to M*K*N
     multiply-adds, or (a loop kernel without products) tile-sized slices covering all of A and B.
+
+    An audited call's answer is graded too: a kernel must be right on every call, watched or not.
+    A wrong one fails this check unless a case of tiled_matmul already fails (reported=True: the
+    cases name that bug). replies: the audit's replies when the caller made its calls (grading
+    mode makes them at secret places among the cases, so no kernel can count its way to them).
     """
     name, fn = "tiling audit", "tiled_matmul"
     lesson = (
         "Multiply tile by tile: A[i0:i1, k0:k1] @ B[k0:k1, j0:j1] with every extent <= tile_size; "
         "one np.matmul of the whole matrices is not a tiled kernel."
     )
-    rng = np.random.default_rng([seed, 17])
-    seen, by_slices, wrong, unseen, partial = 0, 0, 0, [], []
-    for m, k, n, t in audit_problems(seed, grading):
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
+    seen, by_slices, wrong, unseen, partial = 0, 0, [], [], []
+    problems = audit_inputs(seed, grading)
+    for i, problem in enumerate(problems):
+        (m, k, n, t), a, b = problem
         where = f"{m}x{k} @ {k}x{n}, tile_size={t}"
-        reply = calls.call(fn, [a, b], {"tile_size": t}, label=f"audit {m}x{k}x{n}", audit=True)
+        reply = replies[i] if replies is not None else audit_call(calls, problem)
         if tampered(reply):
             detail = f"{fn}: the grader's audit was tampered with: {tampered(reply)} ({where})"
             return CheckResult(name, "fail", detail, TAMPERED_LESSON, [fn])
         if reply["status"] != "ok":
             return _broken(name, fn, reply, lesson)
+        got = compare(reply["output"], ref_matmul(a, b), rtol=GEMM_TOL[0], atol=GEMM_TOL[1])
+        if not got.ok:
+            wrong.append(f"{where}: {got.detail}")
         records = reply.get("records", [])
         for op, shapes in records:
             dims = block_dims(op, shapes)
@@ -126,9 +169,8 @@ def tiling_audit(calls: StudentCalls, seed: int, grading: bool = False) -> Check
         if got_a == m * k and got_b == k * n:
             by_slices += 1
             continue
-        right = compare(reply["output"], ref_matmul(a, b), rtol=GEMM_TOL[0], atol=GEMM_TOL[1]).ok
-        if (records or got_a or got_b) and not right:  # a wrong answer: the cases name that bug
-            seen, wrong = seen + len(records), wrong + 1
+        if (records or got_a or got_b) and not got.ok:  # tiled, but wrong: graded below
+            seen += len(records)
             continue
         if records or got_a or got_b:
             partial.append(
@@ -141,6 +183,12 @@ def tiling_audit(calls: StudentCalls, seed: int, grading: bool = False) -> Check
         "Multiply blocks of the Tensor's own array with `@` or np.matmul, e.g. "
         "A[i0:i1, k0:k1] @ B[k0:k1, j0:j1], so the audit can see every tile."
     )
+    if wrong and not reported:  # right on every case, wrong when audited: a grade of its own
+        detail = (
+            f"a wrong answer on the audit's {'; '.join(wrong)} (every case of tiled_matmul "
+            "passed: a kernel must give the right answer on every call)"
+        )
+        return CheckResult(name, "fail", detail, WRONG_WHEN_AUDITED, [fn], names_cause=False)
     if partial:
         detail = (
             "a right answer, but what the audit saw does not account for it, so tiling could "
@@ -161,7 +209,7 @@ def tiling_audit(calls: StudentCalls, seed: int, grading: bool = False) -> Check
     if by_slices:
         said.append(f"tile-sized slices covering A and B on {by_slices} problem(s)")
     if wrong:
-        said.append(f"a wrong answer on {wrong} problem(s), which the cases report")
+        said.append(f"a wrong answer on {len(wrong)} problem(s), which the cases report")
     return CheckResult(name, "pass", "; ".join(said), "", [])
 
 
@@ -277,14 +325,24 @@ CHECKS = (  # (name, the function it examines, check)
 
 
 def run_checks(
-    calls: StudentCalls, seed: int, skip: set[str], grading: bool = False
+    calls: StudentCalls,
+    seed: int,
+    skip: set[str],
+    grading: bool = False,
+    *,
+    failing: set[str] = frozenset(),
+    audit_replies: list[dict] | None = None,
 ) -> list[CheckResult]:
     """The deeper checks; a check of an unfinished function is reported as incomplete.
-    grading: a check may draw its problems from the (secret) seed instead of the published ones."""
+    grading: a check may draw its problems from the (secret) seed instead of the published ones.
+    failing: the functions with a failing case; audit_replies: see tiling_audit."""
     out = []
     for name, fn, check in CHECKS:
         if fn in skip:
             out.append(CheckResult(name, "incomplete", f"{fn} is not written yet", "", [fn]))
+        elif check is tiling_audit:
+            reported = fn in failing
+            out.append(check(calls, seed, grading, reported=reported, replies=audit_replies))
         else:
             out.append(check(calls, seed, grading=grading))
     out.append(no_mutation(calls))  # last: it sums up every call made above

@@ -22,7 +22,7 @@ from tinytorch.milestone07.cases import (
     hidden_cases,
     select_cases,
 )
-from tinytorch.milestone07.checks import run_checks
+from tinytorch.milestone07.checks import audit_call, audit_inputs, run_checks
 from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.diagnose import failure_lesson, lesson_for
 from tinytorch.milestone07.evidence import case_evidence
@@ -323,24 +323,15 @@ def _graded_run(
     for fn, msg in calls.seen.not_implemented.items():
         unwritten.setdefault(fn, f"{fn} raises {msg}")
 
-    results = []
-    for case in selected:
-        if case.group in unwritten:
-            results.append(_all_cases([case], "incomplete", unwritten[case.group], "")[0])
-            continue
-        _fn, args, kwargs = make_call(case, seed)
-        reply = calls.call(case.group, args, kwargs, label=case.name)
-        results.append(grade_case(case, reply, args, kwargs))
-    hidden = []
-    for case in hidden_cases(seed, {c.group for c in selected}) if grading else ():
-        if case.group in unwritten:
-            hidden.append(_all_cases([case], "incomplete", unwritten[case.group], "")[0])
-            continue
-        _fn, args, kwargs = make_call(case, seed)
-        hidden.append(
-            grade_case(case, calls.call(case.group, args, kwargs, label=case.name), args, kwargs)
+    results, hidden, audit_replies = _run_cases(calls, selected, unwritten, seed, grading, checks)
+    failing = {c.group for c in results + hidden if c.status not in ("pass", "incomplete")}
+    found = (
+        run_checks(
+            calls, seed, set(unwritten), grading, failing=failing, audit_replies=audit_replies
         )
-    found = run_checks(calls, seed, set(unwritten), grading) if checks else []
+        if checks
+        else []
+    )
     found += [own_work_check(info)] if grading else []
     warnings = []
     # Practice on the package's own Module 17 (the student edition's file, or the reference in a
@@ -368,6 +359,49 @@ def _graded_run(
     done = PartAResult(verdict, who, seed, results, found, missing, 0.0, timeout)
     done.hidden, done.warnings = hidden, warnings
     return done
+
+
+_ORDER_STREAM = 0x4F524452  # "ORDR": grading mode's call order, apart from the data and cases
+
+
+def _run_cases(
+    calls: BudgetedCalls,
+    selected: Sequence[Case],
+    unwritten: dict[str, str],
+    seed: int,
+    grading: bool,
+    checks: bool,
+) -> tuple[list[CaseResult], list[CaseResult], list[dict[str, Any]] | None]:
+    """The published cases, the hidden ones (grading) and, when grading, the tiling audit's calls.
+
+    Practice calls them in the published order and leaves the audit to run_checks. Grading calls
+    all of them in an order drawn from the secret seed, the audit's calls among the cases, so a
+    kernel that counts its calls (right for the cases, another kernel after them) cannot know
+    which calls are watched or graded. Returns (cases, hidden, the audit's replies or None).
+    """
+    hidden_set = list(hidden_cases(seed, {c.group for c in selected})) if grading else []
+    todo: list[tuple[str, int, Any]] = [("case", i, c) for i, c in enumerate(selected)]
+    todo += [("hidden", i, c) for i, c in enumerate(hidden_set)]
+    problems = audit_inputs(seed, grading) if grading and checks else []
+    if "tiled_matmul" in unwritten:
+        problems = []
+    todo += [("audit", i, p) for i, p in enumerate(problems)]
+    if grading:
+        np.random.default_rng([seed, _ORDER_STREAM]).shuffle(todo)  # type: ignore[arg-type]
+    done: dict[tuple[str, int], Any] = {}
+    for kind, i, item in todo:
+        if kind == "audit":
+            done[kind, i] = audit_call(calls, item)
+        elif item.group in unwritten:
+            done[kind, i] = _all_cases([item], "incomplete", unwritten[item.group], "")[0]
+        else:
+            _fn, args, kwargs = make_call(item, seed)
+            reply = calls.call(item.group, args, kwargs, label=item.name)
+            done[kind, i] = grade_case(item, reply, args, kwargs)
+    cases = [done["case", i] for i in range(len(selected))]
+    hidden = [done["hidden", i] for i in range(len(hidden_set))]
+    audit = [done["audit", i] for i in range(len(problems))] if problems else None
+    return cases, hidden, audit
 
 
 def graded_places(info: dict[str, Any]) -> set[str]:
