@@ -187,17 +187,19 @@ def render_run(report: dict[str, Any]) -> str:
     lines += table(head, rows)
     lines += [
         "",
-        "bias+GELU y = gelu(x + bias), GB/s (fraction of the copy bandwidth); 'alloc': a new output per call",
+        "bias+GELU y = gelu(x + bias), GB/s (fraction of the copy bandwidth); 'copy 2t': the copy kernel on the same array in the same rounds, C++/copy its ratio; 'alloc': a new output per call",
     ]
-    head = ["shape", "C++ 1t", "C++ 2t", "NumPy", "C++ 2t alloc"] + (
+    head = ["shape", "C++ 1t", "C++ 2t", "copy 2t", "C++/copy", "NumPy", "C++ 2t alloc"] + (
         ["torch 2t", "C++/torch", "torch 2t alloc", "C++/torch alloc"] if has_torch else []
     )
     rows = []
     for r in report["bias_gelu"]:
-        cells = [r["shape"]] + [
-            _fig(r.get(k), r.get(f"{k} / copy"))
-            for k in ("c++ 1t", "c++ 2t", "numpy", "c++ 2t alloc")
+        cells = [r["shape"]] + [_fig(r.get(k), r.get(f"{k} / copy")) for k in ("c++ 1t", "c++ 2t")]
+        cells += [
+            _fig(r.get("copy 2t"), r.get("copy 2t / copy")),
+            _ratio(r.get("c++ 2t / copy 2t")),
         ]
+        cells += [_fig(r.get(k), r.get(f"{k} / copy")) for k in ("numpy", "c++ 2t alloc")]
         if has_torch:
             cells += [
                 _fig(r.get("torch 2t"), r.get("torch 2t / copy")),
