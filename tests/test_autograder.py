@@ -340,3 +340,59 @@ def test_a_bad_points_file_stops_the_zip_build(tmp_path: Path, capsys) -> None:
     bad.write_text("case: 1")
     assert main(["autograder", "gradescope", "--out", str(tmp_path / "a.zip"), "--points", str(bad)]) == 2  # fmt: skip
     assert "expected a .toml or .json file" in capsys.readouterr().err
+
+
+# ---- what the student reads: the root cause first, each lesson once -----------------------------
+COLUMN_ORDER = (  # the im2col_column_order mutant of tests/test_milestone_mutants.py
+    ("cols = np.empty((N, oh, ow, C, k, k), dtype=np.float32)", "cols = np.empty((N, oh, ow, k, k, C), dtype=np.float32)"),
+    ("cols[:, :, :, :, di, dj] = win", "cols[:, :, :, di, dj, :] = win"),
+)  # fmt: skip
+
+
+def _graded_doc(tmp_path: Path, replace: tuple[tuple[str, str], ...]) -> dict:
+    from tinytorch.milestone07 import run_part_a
+    from tinytorch.milestone07.schema import to_json
+
+    src = BASE.read_text()
+    for old, new in replace:
+        assert src.count(old) == 1
+        src = src.replace(old, new)
+    path = tmp_path / "student.py"
+    path.write_text(src)
+    return to_json(run_part_a(str(path), grading=True, seed=11), None)
+
+
+def test_platform_outputs_say_the_root_cause_first_and_each_lesson_once(tmp_path: Path) -> None:
+    doc = _graded_doc(tmp_path, COLUMN_ORDER)
+    assert doc["diagnosis"]["root_causes"][0]["check"] == "im2col layout"
+    fix = doc["diagnosis"]["root_causes"][0]["lesson"]
+    res = gradescope_results(doc, Points())
+    validate_gradescope(res)
+    out = res["output"]
+    assert out.index("root cause first:") < out.index("FAIL")  # the cause before its symptoms
+    assert " ".join(out.split()).count(" ".join(fix.split())) == 1  # once, not once per case
+    assert "(cause: im2col layout, above)" in out
+    assert "hidden/" not in out  # before the due date no hidden case is named
+    conv = next(
+        t for t in res["tests"] if t["name"].startswith("im2col_conv2d/") and t["score"] == 0
+    )
+    assert f"cause: im2col layout (deeper check): {fix}" in conv["output"]
+    pl = prairielearn_results(doc, Points())
+    validate_prairielearn(pl)
+    conv = next(
+        t for t in pl["tests"] if t["name"].startswith("im2col_conv2d/") and not t["points"]
+    )
+    assert conv["output"].startswith("cause: im2col layout (deeper check):")
+    assert "hidden/" not in pl["output"]
+
+
+def test_a_lesson_of_many_cases_is_said_once(tmp_path: Path) -> None:
+    doc = _graded_doc(tmp_path, (("C[i0:i1, j0:j1] += A", "C[i0:i1, j0:j1] = A"),))
+    res = gradescope_results(doc, Points())
+    out = res["output"]
+    failing = [c for c in doc["cases"] if c["status"] == "fail"]
+    assert len(failing) >= 10 and out.count("assigned, not accumulated") == 1
+    assert "fix (tiled_matmul/" in out and "hidden/" not in out
+    hidden = [c["name"] for c in doc["hidden_cases"] if c["status"] == "fail"]
+    verdict = next(t for t in res["tests"] if t["name"] == "verdict (hidden cases included)")
+    assert hidden and all(name in verdict["output"] for name in hidden)  # after the due date

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from tinytorch.classroom.scoring import Item, Points, score_items, total
+from tinytorch.milestone07.diagnose import Diagnosis
+from tinytorch.milestone07.report import render_lessons, render_root_causes
 
 GRADEBOOK_COLUMNS = (
     "student", "verdict", "cases_passed", "cases_total", "checks_passed", "checks_total",
@@ -56,13 +58,31 @@ def tiled_matmul_gflops(doc: dict[str, Any], problem: str = LEADERBOARD_PROBLEM)
     return None
 
 
+def diagnosis_shown(doc: dict[str, Any], *, hidden_details: bool) -> Diagnosis:
+    """The run's diagnosis (root causes, lessons) as a student may read it: without
+    `hidden_details` no hidden case is named, and a lesson only hidden cases have is dropped."""
+    diag = Diagnosis.from_dict(doc.get("diagnosis") or {})
+    if hidden_details:
+        return diag
+    hidden = {c["name"] for c in doc.get("hidden_cases", [])}
+    for cause in diag.root_causes:
+        cause.cases = [c for c in cause.cases if c not in hidden]
+    for lesson in diag.lessons:
+        lesson.cases = [c for c in lesson.cases if c not in hidden]
+    diag.lessons = [x for x in diag.lessons if x.cases]
+    diag.cause_of = {c: why for c, why in diag.cause_of.items() if c not in hidden}
+    diag.lesson_of = {c: text for c, text in diag.lesson_of.items() if c not in hidden}
+    return diag
+
+
 def summary_text(
     doc: dict[str, Any], items: list[Item], *, hidden_details: bool, withhold_verdict: bool = False
 ) -> str:
-    """What the student reads: verdict, counts, what failed and the lesson; hidden cases withheld
-    unless `hidden_details`. With `withhold_verdict` (Gradescope before the due date) and hidden
-    cases, the first line holds neither the verdict nor the total, which both count the hidden
-    cases: only the published points."""
+    """What the student reads, as the CLI's report says it: verdict and counts, the root causes
+    and their fixes first, each failure (pointing to its cause), then each other lesson once;
+    hidden cases withheld unless `hidden_details`. With `withhold_verdict` (Gradescope before the
+    due date) and hidden cases, the first line holds neither the verdict nor the total, which
+    both count the hidden cases: only the published points."""
     earned, possible = total(items)
     verdict = doc["verdict"].replace("_", " ")
     lines = [f"Milestone 07: {verdict}  ({_points(earned)}/{_points(possible)} points)"]
@@ -86,11 +106,20 @@ def summary_text(
         lines.append(f"hidden cases: {sum(i.passed for i in hidden)}/{len(hidden)} passed")
     elif hidden:
         lines.append(f"{len(hidden)} hidden cases: their results are shown after the due date")
-    for item in items:
-        if not item.passed and (item.kind != "hidden_case" or hidden_details):
-            lines.append(f"  {item.status.upper():<10} {item.name}: {item.detail}")
-            if item.lesson:
-                lines.append(f"             lesson: {item.lesson}")
+    diag = diagnosis_shown(doc, hidden_details=hidden_details)
+    roots = {cause.check for cause in diag.root_causes}
+    shown_items = [i for i in items if not i.passed and (i.kind != "hidden_case" or hidden_details)]
+    if diag.root_causes and shown_items:
+        lines += ["", *render_root_causes(diag)]
+    for item in shown_items:
+        if item.kind == "check" and item.name in roots:
+            continue  # shown above, with its fix
+        cause = diag.cause_of.get(item.name)
+        why = f" (cause: {cause}, above)" if cause else ""
+        lines.append(f"  {item.status.upper():<10} {item.name}: {item.detail}{why}")
+        if item.lesson and "diagnosis" not in doc:  # a doc without one: the item's own lesson
+            lines.append(f"             lesson: {item.lesson}")
+    lines += render_lessons(diag.lessons)
     for missing in doc.get("missing", []):
         lines.append(f"  still to write: {missing}")
     for warning in doc.get("warnings", []):
@@ -98,17 +127,33 @@ def summary_text(
     return "\n".join(lines)
 
 
-def _item_output(item: Item) -> str:
-    text = item.detail
-    if item.lesson:
-        text += f"\nlesson: {item.lesson}"
-    return text
+def item_text(item: Item, diag: Diagnosis) -> tuple[str, str]:
+    """(what happened, what to do) for one item's own test: its detail; its root cause's fix
+    and what only it says, or its own lesson (a doc without a diagnosis)."""
+    root = next((r for r in diag.root_causes if r.check == diag.cause_of.get(item.name)), None)
+    fix = []
+    if root is not None:
+        fix.append(f"cause: {root.check} (deeper check): {root.lesson}")
+        own = diag.lesson_of.get(item.name, "")
+    else:
+        own = diag.lesson_of.get(item.name, item.lesson)
+    if item.kind == "check" and diag.consequence_of.get(item.name):
+        fix.append(f"a consequence of {diag.consequence_of[item.name]}: fix that first")
+    if own and not item.passed:
+        fix.append(f"lesson: {own}")
+    return item.detail, "\n".join(fix)
+
+
+def _item_output(item: Item, diag: Diagnosis) -> str:
+    detail, fix = item_text(item, diag)
+    return f"{detail}\n{fix}" if fix else detail
 
 
 def gradescope_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
     """Gradescope's results.json: one test per case, check and hidden case (after_due_date)."""
     items = score_items(doc, points)
     earned, _possible = total(items)
+    diag = diagnosis_shown(doc, hidden_details=True)  # a test's output is as visible as the test
     numbers = {"case": 1, "check": 2, "hidden_case": 3}
     seen = dict.fromkeys(numbers, 0)
     tests = []
@@ -121,7 +166,7 @@ def gradescope_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
                 "score": _points(item.earned),
                 "max_score": _points(item.max_points),
                 "status": "passed" if item.passed else "failed",
-                "output": _item_output(item),
+                "output": _item_output(item, diag),
                 "visibility": "after_due_date" if item.kind == "hidden_case" else "visible",
                 "tags": [item.kind],
             }
@@ -174,13 +219,14 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
     hidden cases are one aggregate test (how many passed, no details)."""
     items = score_items(doc, points)
     earned, possible = total(items)
+    diag = diagnosis_shown(doc, hidden_details=False)  # PrairieLearn shows every test at once
     tests = [
         {
             "name": item.name if item.kind == "case" else f"deeper check: {item.name}",
             "points": _points(item.earned),
             "max_points": _points(item.max_points),
-            "message": item.detail,
-            "output": item.lesson,
+            "message": item_text(item, diag)[0],
+            "output": item_text(item, diag)[1],
         }
         for item in items
         if item.kind != "hidden_case"

@@ -96,7 +96,7 @@ def render_part_a(result: PartAResult) -> str:
             if c.status not in ("pass", "incomplete"):  # incomplete: listed once at the end
                 lines += _wrap(f"{c.title}: {c.detail}")
                 lines += _cause(c.name, diag)
-        lines += _lessons([x for x in diag.lessons_for(group) if not _hidden(x)])
+        lines += render_lessons([x for x in diag.lessons_for(group) if not _hidden(x)])
         lines.append("")
     if result.checks:
         ok = sum(c.status == "pass" for c in result.checks)
@@ -113,7 +113,7 @@ def render_part_a(result: PartAResult) -> str:
             if c.status not in ("pass", "incomplete"):
                 lines += _wrap(f"{c.detail}")
                 lines += _cause(c.name, diag)
-        lines += _lessons([x for x in diag.lessons if _hidden(x)])
+        lines += render_lessons([x for x in diag.lessons if _hidden(x)])
         lines.append("")
     if result.warnings or result.error:
         lines += [f"warning: {w}"[:600] for w in result.warnings]
@@ -138,7 +138,8 @@ def _hidden(lesson: Lesson) -> bool:
     return lesson.cases[0].startswith(HIDDEN_PREFIX)  # published cases come first
 
 
-def _lessons(lessons: list[Lesson]) -> list[str]:
+def render_lessons(lessons: list[Lesson]) -> list[str]:
+    """Each remaining lesson once, with the cases it is for."""
     return [line for x in lessons for line in _wrap(f"fix ({_names(x.cases, 4)}): {x.text}", 2)]
 
 
@@ -204,7 +205,7 @@ def render_grade_lines(result: dict) -> list[str]:
         status = str(check.get("status", "?")).upper().replace("_", " ")
         lines.append(f"  {status:<10} {name} (deeper check): {check.get('detail', '')}")
         lines[-1] += _follows(name, diag)
-    lines += _lessons(diag.lessons)
+    lines += render_lessons(diag.lessons)
     if diag.not_run:
         lines += _wrap(f"not run: {', '.join(diag.not_run)}", 2)
     return lines
