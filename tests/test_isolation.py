@@ -3,6 +3,7 @@ as root (the uid switch and namespaces) and under an unprivileged uid (the fallb
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -93,7 +94,8 @@ def test_as_root_every_layer_is_active_and_the_child_is_nobody(
     assert inactive == {}, inactive
     assert set(layers) >= {"session", "subreaper", "pdeathsig", "namespaces", "network", "uid",
                            "workdir", "env", "limits"}  # fmt: skip
-    assert (uid, secret, net, interfaces) == (65534, 0, 0, 1)  # nobody, no secret, only lo
+    assert (secret, net, interfaces) == (0, 0, 1)  # no secret, only lo
+    assert contain.RUN_UID_BASE <= uid < contain.RUN_UID_BASE + contain.RUN_UIDS  # its own uid
 
 
 def test_close_kills_what_the_child_started(tmp_path: Path) -> None:
@@ -413,3 +415,47 @@ def test_a_folder_submission_brings_its_own_modules(tmp_path: Path) -> None:
         info = box.start()
         assert sorted(os.listdir(Path(box._root) / "work")) == ["acceleration.py", "helpers.py"]
     assert info["status"] == "ok" and set(info["functions"].values()) == {"ok"}
+
+
+NEIGHBOUR = """
+import glob, os
+import numpy as np
+from tinytorch.core.tensor import Tensor
+
+def fused_gelu(x):
+    # another student's grading runs beside this one: find its copy and try to read and rewrite it
+    seen = read = wrote = 0
+    for path in glob.glob("/tmp/tt-sandbox-*/work/*.py"):
+        if os.path.basename(path) == os.path.basename(__file__):
+            continue  # this student's own copy
+        seen += 1
+        try:
+            open(path).read()
+            read += 1
+        except OSError:
+            pass
+        try:
+            with open(path, "a") as fh:
+                fh.write("raise NotImplementedError('planted by another student')")
+            wrote += 1
+        except OSError:
+            pass
+    return Tensor(np.array([os.getuid(), seen, read, wrote], np.float32))
+"""
+
+
+@ROOT_ONLY
+def test_two_gradings_at_once_get_two_uids_and_cannot_touch_each_others_copy(
+    shared: Path,
+) -> None:
+    """Every plain run dropped to uid 65534, so one student's child could rewrite the copy of
+    another's submission graded at the same time (found by red-teaming: the victim got
+    INCOMPLETE). Each sandbox now draws its own uid."""
+    victim = _write(shared, "victim", BASE.read_text())
+    with Sandbox(victim) as held, Sandbox(_write(shared, "neighbour", NEIGHBOUR)) as box:
+        assert held.start()["status"] == "ok" and box.start()["status"] == "ok"
+        uid, seen, read, wrote = _value(box)
+        assert uid != held.ids[0]
+        assert glob.glob("/tmp/tt-sandbox-*/work/victim.py")  # the copy is there (root sees it)
+        assert (read, wrote) == (0, 0), seen  # the neighbour can neither read nor rewrite it
+        assert _value(held)[0] == pytest.approx(0.0, abs=1e-6)  # gelu(0): the victim still loads

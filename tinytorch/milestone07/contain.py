@@ -11,12 +11,14 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
 - mounts: where Python lives under a folder others cannot enter (e.g. /root/.pyenv), the child's
   own mount namespace covers that folder with a tmpfs exposing only what it needs; without a
   mount namespace the uid drop is then skipped (reported).
-- uid: as root, the child drops to an unprivileged uid/gid (default 65534, `nobody`;
-  TINYTORCH_SANDBOX_UID / TINYTORCH_SANDBOX_GID) before it imports the student's module, with
-  no_new_privs; as a normal user it keeps its uid (off, "not root"). Graders that run several
-  students at once (tito grade-class --jobs N) give each grading slot its own uid from the slot
-  pool (`slot_ids`): SLOT_UID_BASE + slot, gid the same, uids with no passwd entry, so that no
-  student's process can write another's workdir, nor signal or ptrace its processes.
+- uid: as root, the child drops to an unprivileged uid/gid before it imports the student's
+  module, with no_new_privs; as a normal user it keeps its uid (off, "not root"). Each sandbox
+  draws a fresh uid from the run pool (`sandbox_ids`: RUN_UID_BASE + a random offset, gid the
+  same, no passwd entry; 65534, `nobody`, where the pool is not mapped), so that two gradings on
+  one machine never share one. TINYTORCH_SANDBOX_UID / TINYTORCH_SANDBOX_GID pin it: the class
+  grader (tito grade-class --jobs N) gives each slot its uid from the slot pool (`slot_ids`:
+  SLOT_UID_BASE + slot). Either way no student's process can read or write another's workdir,
+  nor signal or ptrace its processes.
 - workdir and env: a fresh private folder holding a copy of the submission; a trimmed environment.
 - limits: RLIMIT_AS / CPU / FSIZE / NPROC, and no core dumps.
 The tree kill (`kill_tree`) finds what the child started by session, process group, ancestry and
@@ -34,6 +36,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -142,12 +145,38 @@ def pdeath_prefix() -> list[str]:
 
 
 def sandbox_ids() -> tuple[int, int] | None:
-    """(uid, gid) to drop to when the grader is root; None as a normal user."""
+    """(uid, gid) to drop to when the grader is root; None as a normal user.
+
+    TINYTORCH_SANDBOX_UID/_GID when set (the class grader's slots set them); else a fresh uid
+    per sandbox drawn from the run pool, so that two gradings on one machine (two students
+    running `tito milestone run` as root, two Gradescope runs) never share a uid and neither
+    can read or rewrite the other's copy; 65534 (nobody) where the pool is not mapped."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None
-    uid = int(os.environ.get("TINYTORCH_SANDBOX_UID", "65534"))
-    gid = int(os.environ.get("TINYTORCH_SANDBOX_GID", str(uid)))
-    return uid, gid
+    if "TINYTORCH_SANDBOX_UID" in os.environ:
+        uid = int(os.environ["TINYTORCH_SANDBOX_UID"])
+        return uid, int(os.environ.get("TINYTORCH_SANDBOX_GID", str(uid)))
+    if _unmapped([RUN_UID_BASE, RUN_UID_BASE + RUN_UIDS - 1]) is not None:
+        return 65534, 65534
+    uid = RUN_UID_BASE + secrets.randbelow(RUN_UIDS)
+    return uid, uid
+
+
+RUN_UID_BASE = 1_700_000_000  # the run pool: uids RUN_UID_BASE .. RUN_UID_BASE + RUN_UIDS - 1
+RUN_UIDS = 1 << 24  # two sandboxes drawing at once share a uid with odds 1 in 16.8 million
+
+
+def _unmapped(uids: list[int]) -> int | None:
+    """The first of `uids` this user namespace does not map, or None (all are this kernel's)."""
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as fh:
+            ranges = [tuple(map(int, line.split())) for line in fh if line.strip()]
+    except OSError:
+        return None  # no user namespaces here: every uid is this kernel's own
+    for uid in uids:
+        if not any(inside <= uid < inside + count for inside, _out, count in ranges):
+            return uid
+    return None
 
 
 SLOT_UID_BASE = 1_600_000_000  # the slot pool: uids SLOT_UID_BASE .. SLOT_UID_BASE + SLOT_UIDS - 1
@@ -182,15 +211,8 @@ def slot_pool_problem(slots: int) -> str:
             return f"uid {uid} of the slot pool is the user {pwd.getpwuid(uid).pw_name!r}"
         except KeyError:
             pass
-    try:
-        with open("/proc/self/uid_map", encoding="ascii") as fh:
-            ranges = [tuple(map(int, line.split())) for line in fh if line.strip()]
-    except OSError:
-        return ""  # no user namespaces here: every uid is this kernel's own
-    for uid in uids:
-        if not any(inside <= uid < inside + count for inside, _out, count in ranges):
-            return f"uid {uid} of the slot pool is not mapped in this user namespace"
-    return ""
+    uid = _unmapped(uids)
+    return "" if uid is None else f"uid {uid} of the slot pool is not mapped in this user namespace"
 
 
 def child_env(
