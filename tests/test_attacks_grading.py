@@ -8,7 +8,9 @@ reply, and sleeping just under the per-case timeout on every call.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +136,11 @@ EXEC_REFERENCE = {  # the import is refused while grading, so these read the sou
     "exec_source": """
 import os, tinytorch
 exec(open(os.path.join(os.path.dirname(tinytorch.__file__), "perf", "acceleration.py")).read())
+""",
+    "exec_under_its_own_file_name": """
+import os, tinytorch
+src = open(os.path.join(os.path.dirname(tinytorch.__file__), "perf", "acceleration.py")).read()
+exec(compile(src, __file__, "exec"))  # code "from" this file, whose text holds none of it
 """,
     "copy_to_a_file_and_import": """
 import importlib.util, os, shutil, tinytorch
@@ -509,3 +516,139 @@ def test_a_wrong_answer_seen_only_by_the_audit_fails_it(tmp_path) -> None:
     audit = next(c for c in result.checks if c.name == "tiling audit")
     assert audit.status == "fail" and "wrong answer on the audit's" in audit.detail, audit
     assert not audit.names_cause and "every call" in audit.lesson
+
+
+# ---- a restart that stalls ------------------------------------------------------------------------
+RESTART_STALL = """
+import os as _os
+import time as _time
+
+_MARK = "{mark}"  # in /tmp: each restart gets a fresh private folder
+if _os.path.exists(_MARK):
+    _time.sleep(30)  # a restart: the import stalls (the first import was quick)
+else:
+    open(_MARK, "w").close()
+
+_ok = tiled_matmul
+
+
+def tiled_matmul(a, b, tile_size=64):
+    _os._exit(3)  # every call kills the child, so the next call restarts it
+"""
+
+
+def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(tmp_path) -> None:
+    """Red-teaming: a restart's import could take START_TIMEOUT_S (60 s) whatever the per-case
+    timeout and the budget, so a submission that crashed each call and stalled each re-import
+    ran a 10 s budget for 51 s. A restart now imports within the call's own time."""
+    mark = Path(tempfile.gettempdir()) / f"tt-restart-{uuid.uuid4().hex}"
+    source = BASE.read_text() + RESTART_STALL.replace("{mark}", str(mark))
+    path = _write(tmp_path, "restart_stall", source)
+    start = time.perf_counter()
+    try:
+        result = run_part_a(path, timeout=1.0, budget=6.0, grading=True)
+    finally:
+        took = time.perf_counter() - start
+        mark.unlink(missing_ok=True)
+    assert mark.name in source
+    assert result.verdict == "NOT_PASSED"
+    assert took < 6.0 + 1.0 + 8.0, took  # the budget, one call's timeout, start-up and checks
+    every = [*result.cases, *result.hidden, *result.checks]
+    assert any("restarting the child" in c.detail for c in every), [c.detail for c in every]
+
+
+# ---- reading or forging the audit from inside the child -------------------------------------------
+ASKS_IF_WATCHED = """
+
+import sys as _sys
+
+_tiled = tiled_matmul
+
+
+def _watched(A):
+    audit = type(A).__getitem__.__globals__ if type(A) is not np.ndarray else {}
+    if not audit.get("OPERANDS"):  # audit.reset() filled it on audited calls only
+        return False
+    frame = _sys._getframe(1)
+    while frame is not None:  # the child's call() had the request's flag in a local
+        if "audited" in frame.f_locals:
+            return bool(frame.f_locals["audited"])
+        if isinstance(frame.f_locals.get("req"), dict) and "audit" in frame.f_locals["req"]:
+            return bool(frame.f_locals["req"]["audit"])
+        frame = frame.f_back
+    return True
+
+
+def tiled_matmul(a, b, tile_size=64):
+    if not _watched(_arr(a)):
+        return Tensor(np.zeros((_arr(a).shape[0], _arr(b).shape[1]), np.float32))  # unwatched
+    return _tiled(a, b, tile_size)
+"""
+
+
+def test_a_kernel_cannot_ask_the_child_whether_a_call_is_audited(tmp_path) -> None:
+    """Red-teaming: audit.OPERANDS was filled only on audited calls, and the child's call() held
+    the request's audit flag in a local, so a kernel could tile only when watched (and compute
+    anything otherwise: it was PASS with untiled cases). Every call is now recorded alike and no
+    flag reaches the child: such a kernel always believes it is watched."""
+    path = _write(tmp_path, "asks", BASE.read_text() + ASKS_IF_WATCHED)
+    result = run_part_a(path, grading=True, seed=1)
+    wrong = [c.name for c in [*result.cases, *result.hidden] if c.status != "pass"]
+    assert not wrong, wrong  # it never once saw an unwatched call
+    assert result.verdict == "PASS"
+
+
+FORGED_RECORD = """
+
+_forge_tiled = tiled_matmul
+
+
+def tiled_matmul(a, b, tile_size=64):
+    A, B = _arr(a), _arr(b)
+    audit = type(A).__getitem__.__globals__
+    M, K = A.shape
+    record = {record}
+    audit["RECORDS"].append(record)
+    audit["_LOG"].append(record)  # the guard compares the two lists: both are written
+    return Tensor(A.view(np.ndarray) @ B.view(np.ndarray))  # untiled, invisible
+"""
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        '("matmul", ((-(M * K * B.shape[1]), 1), (1, -1)))',  # counted M*K*N, max dim 1
+        '("matmul", ((-(10**320), 1), (1, 1)))',  # broke the grader: ERROR
+    ],
+    ids=["negative_dims", "astronomic_dims"],
+)
+def test_a_forged_record_of_impossible_dims_is_a_protocol_failure(tmp_path, record) -> None:
+    path = _write(tmp_path, "forged", BASE.read_text() + FORGED_RECORD.replace("{record}", record))
+    result = run_part_a(path, grading=True, seed=1)
+    assert result.verdict == "NOT_PASSED"  # not PASS, not ERROR
+    mm = [c for c in [*result.cases, *result.hidden] if c.group == "tiled_matmul"]
+    assert any(c.status == "protocol" for c in mm), [c.status for c in mm]
+
+
+FORGED_BOXES = """
+
+def tiled_matmul(a, b, tile_size=64):
+    A, B = _arr(a), _arr(b)
+    audit = type(A).__getitem__.__globals__
+    M, K = A.shape
+    N = B.shape[1]
+    for op, rows, cols in ((0, M, K), (1, K, N)):  # tile-sized block slices covering A and B
+        for r in range(0, rows, tile_size):
+            for c in range(0, cols, tile_size):
+                box = (op, r, min(r + tile_size, rows), c, min(c + tile_size, cols))
+                audit["BOXES"][box] = 1
+    return Tensor(A.view(np.ndarray) @ B.view(np.ndarray))
+"""
+
+
+def test_forged_block_slices_are_named_tampering(tmp_path) -> None:
+    path = _write(tmp_path, "boxes", BASE.read_text() + FORGED_BOXES)
+    result = run_part_a(path, grading=True, seed=1)
+    assert result.verdict == "NOT_PASSED"
+    audit = next(c for c in result.checks if c.name == "tiling audit")
+    assert audit.status == "fail" and "slice records were changed" in audit.detail, audit

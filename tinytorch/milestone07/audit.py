@@ -30,6 +30,8 @@ BOXES: dict[tuple[int, int, int, int, int], int] = {}  # (operand, r0, r1, c0, c
 OPERANDS: list[tuple[int, int, int, int] | None] = []  # (address, rows, cols, itemsize) per arg
 MAX_RECORDS = 20000  # kept per call; beyond, only counted
 _LOG: list[tuple[str, tuple[tuple[int, ...], ...]]] = []  # a private mirror of RECORDS
+_SLICE_LOG: dict[tuple[int, ...], int] = {}  # ... of SLICES
+_BOX_LOG: dict[tuple[int, int, int, int, int], int] = {}  # ... of BOXES
 _STATE = {"dropped": 0}
 
 _MATMUL = np.matmul
@@ -59,6 +61,8 @@ def reset(operands: Any = ()) -> None:
     _LOG.clear()
     SLICES.clear()
     BOXES.clear()
+    _SLICE_LOG.clear()
+    _BOX_LOG.clear()
     OPERANDS.clear()
     for a in operands:
         whole = isinstance(a, np.ndarray) and a.ndim == 2 and a.flags.c_contiguous and a.size
@@ -126,10 +130,12 @@ class AuditArray(np.ndarray):
         if isinstance(out, np.ndarray) and out.ndim >= 1 and len(SLICES) < MAX_RECORDS:
             shape = tuple(out.shape)
             SLICES[shape] = SLICES.get(shape, 0) + 1
+            _SLICE_LOG[shape] = _SLICE_LOG.get(shape, 0) + 1
         if isinstance(out, np.ndarray) and OPERANDS and len(BOXES) < MAX_RECORDS:
             box = _box(out)
             if box is not None:
                 BOXES[box] = BOXES.get(box, 0) + 1
+                _BOX_LOG[box] = _BOX_LOG.get(box, 0) + 1
         return out
 
 
@@ -221,6 +227,8 @@ class Guard:
             )
         }
         self.names["_LOG"] = _LOG
+        self.names["_SLICE_LOG"] = _SLICE_LOG
+        self.names["_BOX_LOG"] = _BOX_LOG
         self.names["_MATMUL"] = _MATMUL
         self.methods = {
             m: AuditArray.__dict__[m]
@@ -244,11 +252,13 @@ class Guard:
                     return f"numpy.{name} was replaced"
         if RECORDS != _LOG:
             return "the audit's record list was changed"
+        if SLICES != _SLICE_LOG or BOXES != _BOX_LOG:
+            return "the audit's slice records were changed"
         return ""
 
     def records(self) -> tuple[list[Any], list[list[int]], list[list[int]], int]:
         """(records, slice shapes, block slices [operand, r0, r1, c0, c1], how many records
         were dropped over the cap), JSON-able."""
         recs = [[op, [list(s) for s in shapes]] for op, shapes in _LOG]
-        boxes = [list(b) for b in BOXES]
-        return recs, [list(s) for s in SLICES], boxes, _STATE["dropped"]
+        boxes = [list(b) for b in _BOX_LOG]
+        return recs, [list(s) for s in _SLICE_LOG], boxes, _STATE["dropped"]

@@ -87,17 +87,24 @@ class StudentCalls:
                 "error": f"not run: the last {len(strikes)} calls of {fn} ended in a {last}",
                 "skipped": True,
             }
-        req: dict[str, Any] = {"fn": fn, "args": args, "kwargs": kwargs, "audit": audit}
+        # No audit flag goes to the child: it records every call alike, and only the parent
+        # knows which calls are the audit's (a flag in the request was readable from a frame).
+        req: dict[str, Any] = {"fn": fn, "args": args, "kwargs": kwargs}
         if grad is not None:
             req["grad"] = grad
         expected = expected_elements(fn, args, kwargs)
         if expected is not None:
             req["out_cap"] = OUT_SLACK * max(expected, 1) + 4096
         reply = self.sandbox.request(req, self.timeout)
+        if not audit:  # what the child recorded is judged for the audit's calls only
+            for key in ("records", "slices", "boxes", "records_dropped"):
+                reply.pop(key, None)
         status = reply["status"]
         if status in ("timeout", "crash", "protocol"):
             self.seen.strikes.setdefault(fn, []).append(status)
-            if status == "timeout":
+            if reply.get("restart"):  # the import, rerun after the last call killed the child
+                reply["error"] = f"{reply['error']} while restarting for {fn}"
+            elif status == "timeout":
                 reply["error"] = f"no result within {self.timeout:g} s (an endless loop?)"
             elif status == "crash":
                 reply["error"] = f"{reply['error']} while running {fn}: a crash in native code?"

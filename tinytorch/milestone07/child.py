@@ -92,7 +92,6 @@ class _Child:
     def call(self, req: dict[str, Any]) -> dict[str, Any]:
         """Call module.<fn>(*args, **kwargs) with ndarrays wrapped as Tensors; report, never raise."""
         Tensor, audit = self.tensor, self.audit
-        audited = bool(req.get("audit"))
         grad = req.get("grad")
         args: list[Any] = []
         tensors: list[Any] = []  # the Tensor handed over for each arg, or None
@@ -109,7 +108,7 @@ class _Child:
                 args.append(value)
         handed = [t.data if t is not None else None for t in tensors]
         fn = getattr(self.module, req["fn"])
-        audit.reset(handed if audited else ())
+        audit.reset(handed)  # every call alike: the child does not know which are audited
         start = time.perf_counter()
         try:
             with (
@@ -125,9 +124,8 @@ class _Child:
         seconds = time.perf_counter() - start
         reply: dict[str, Any] = {"seconds": seconds}
         reply["inputs"] = [_plain_array(a) for a in handed]  # the parent judges mutation
-        if audited:
-            recs, slices, boxes, dropped = self.guard.records()
-            reply.update(records=recs, slices=slices, boxes=boxes, records_dropped=dropped)
+        recs, slices, boxes, dropped = self.guard.records()
+        reply.update(records=recs, slices=slices, boxes=boxes, records_dropped=dropped)
         tampered = self.guard.check()
         if tampered:
             reply["tampered"] = tampered
@@ -237,7 +235,10 @@ def worker_main(cfg: dict[str, Any]) -> None:
     """Child process: contain itself, import the student's module, answer until the pipe closes."""
     from tinytorch.core.tensor import Tensor  # noqa: F401 (ours, imported before the drop)
     from tinytorch.milestone07 import audit
-    from tinytorch.milestone07.fingerprint import copies_of  # before grading refuses our modules
+    from tinytorch.milestone07.fingerprint import (  # before grading refuses our modules
+        copies_of,
+        source_fingerprints,
+    )
     from tinytorch.milestone07.impl import load_impl
 
     req_fd, rep_fd = int(cfg["req_fd"]), int(cfg["rep_fd"])
@@ -297,15 +298,22 @@ def worker_main(cfg: dict[str, Any]) -> None:
     before = set(sys.modules)
     info: dict[str, Any] = {"status": "ok", "error": "", "functions": {}, "file": ""}
     module = None
-    if cfg["impl"] is not None:
-        module, info = load_impl(cfg["impl"])
+    impl = cfg["impl"]
+    # what the submission's own text defines, before any of it runs (it could rewrite its file)
+    own = (
+        source_fingerprints(impl)
+        if cfg.get("ref_prints") and impl and os.path.isfile(impl)
+        else set()
+    )
+    if impl is not None:
+        module, info = load_impl(impl)
     student_file = os.path.realpath(info.get("file") or "") if info.get("file") else ""
     info["origins"] = _origins(module, info.get("functions", {}), student_file)
     info["imports_reference"] = any(
         m in sys.modules and m not in before and m != cfg["impl"] for m in REFERENCE_MODULES
     )
     if cfg.get("ref_prints"):  # grading: the reference's code, exec'd or copied, is not theirs
-        info["copies_reference"] = copies_of(cfg["ref_prints"], student_file)
+        info["copies_reference"] = copies_of(cfg["ref_prints"], own)
     info["layers"] = layers
     info["error"] = _cut(str(info.get("error", "")))
     wire.write_frame(rep_fd, 0, info)

@@ -8,8 +8,9 @@ code (those the student edition stubs) are fingerprinted: the argument checks it
 by design.
 
 The parent computes the reference's fingerprints (`reference_fingerprints`); the child, which never
-imports the reference, looks for them among every function alive after the student's import that
-did not come from the student's own file (`copies_of`). The child's side imports nothing of the grader's.
+imports the reference, fingerprints the submission's own text before importing it
+(`source_fingerprints`), then looks for the reference's among every function alive after the
+import whose code that text does not define (`copies_of`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import hashlib
 import types
 from typing import Any
 
-from tinytorch.milestone07.submission import compiled_in
+from tinytorch.milestone07.submission import code_units
 
 
 def code_fingerprint(code: types.CodeType) -> str:
@@ -60,17 +61,42 @@ def _reference_fingerprints() -> dict[str, str]:
     return out
 
 
-def copies_of(prints: dict[str, str], student_file: str) -> list[str]:
-    """The reference places whose code is alive in this process but was not compiled from the
-    student's own file (child side, after the import): exec'd, or loaded from elsewhere.
+def source_fingerprints(path: str) -> set[str]:
+    """Fingerprints of every function the submission's own source text defines (child side,
+    BEFORE its import runs any of it): what compiling the file, or its exported cells, gives.
+    Empty when it does not compile (the import then reports why)."""
+    found: set[str] = set()
+
+    def walk(code: types.CodeType) -> None:
+        found.add(code_fingerprint(code))
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                walk(const)
+
+    try:
+        units = code_units(path)
+        for filename, source in units:
+            walk(compile(source, filename, "exec", dont_inherit=True))
+    except Exception:  # noqa: BLE001 (a submission that does not compile has no own code)
+        return set()
+    return found
+
+
+def copies_of(prints: dict[str, str], own: set[str]) -> list[str]:
+    """The reference places whose code is alive in this process (child side, after the import)
+    and is not in the submission's own text (`own`: source_fingerprints, taken before the import):
+    exec'd, loaded from elsewhere, or compiled at run time under the student's file name.
 
     Reference code written into the submission itself is a similarity question (the class
-    grader's flags), not a disguised import, so it is not counted here.
+    grader's flags), not a disguised import, so it is not counted here. The test is the text,
+    not the code's file name: exec(compile(reference_source, __file__, "exec")) gave code "from"
+    the student's file, and passed (found by red-teaming).
     """
     found = set()
     for obj in gc.get_objects():
         if isinstance(obj, types.FunctionType):
-            place = prints.get(code_fingerprint(obj.__code__))
-            if place is not None and not compiled_in(obj.__code__, student_file):
+            fingerprint = code_fingerprint(obj.__code__)
+            place = prints.get(fingerprint)
+            if place is not None and fingerprint not in own:
                 found.add(place)
     return sorted(found)
