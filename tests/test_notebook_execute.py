@@ -159,3 +159,27 @@ def test_tito_grade_cuts_a_sleeping_kernel_at_the_budget(tmp_path):
     assert code == 1 and report["verdict"] == "NOT_PASSED" and report["status"] == "completed"
     assert any(w.startswith("budget:") for w in report["warnings"]), report["warnings"]
     assert any("budget" in c["detail"] for c in report["cases"] if c["status"] == "timeout")
+
+
+def test_a_students_notebook_is_graded_end_to_end_in_grading_mode(tmp_path, record_property):
+    """A submission that is a Jupyter notebook (the course's Module 17 as students write it):
+    only its `#| export` cells are the module, and `tito grade` grades it in grading mode, the
+    default, the hidden cases included."""
+    from test_attacks_grading import BASE
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Module 17: my kernels"),
+        nbformat.v4.new_code_cell("#| export\n" + BASE.read_text()),
+        nbformat.v4.new_code_cell("tiled_matmul = None  # scratch work, not exported"),
+    ]
+    student = tmp_path / "acceleration.ipynb"
+    nbformat.write(nb, student)
+    report, executed = tmp_path / "report.json", tmp_path / "executed.ipynb"
+    argv = ["grade", "--impl", str(student), "-p", "PART_B='off'"]
+    code = main([*argv, "--report", str(report), "--executed", str(executed)])
+    got = json.loads(report.read_text())
+    _within_budget(got, record_property)
+    assert (code, got["verdict"]) == (0, "PASS"), (got["verdict"], got.get("error"))
+    assert got["passed"] == got["total"] == 30 and got["hidden_cases"]
+    assert all(c["status"] == "pass" for c in got["hidden_cases"])  # grading mode: hidden too
