@@ -8,6 +8,7 @@ reply, and sleeping just under the per-case timeout on every call.
 from __future__ import annotations
 
 import hashlib
+import json
 import tempfile
 import time
 import uuid
@@ -652,3 +653,24 @@ def test_forged_block_slices_are_named_tampering(tmp_path) -> None:
     assert result.verdict == "NOT_PASSED"
     audit = next(c for c in result.checks if c.name == "tiling audit")
     assert audit.status == "fail" and "slice records were changed" in audit.detail, audit
+
+
+# ---- strings that cannot be printed -------------------------------------------------------------
+SURROGATE = """
+
+def fused_gelu(x):
+    raise ValueError("bad \\\\ud800 surrogate".encode().decode("unicode_escape"))
+"""
+
+
+def test_an_error_message_with_a_lone_surrogate_is_graded_not_an_error(tmp_path, capsys) -> None:
+    """Red-teaming: a message holding a lone surrogate crossed the wire and broke printing the
+    report, so the verdict was ERROR (and PrairieLearn's result not gradable)."""
+    path = _write(tmp_path, "surrogate", BASE.read_text() + SURROGATE)
+    report = tmp_path / "r.json"
+    argv = ["milestone", "run", "07", "--impl", path, "--no-part-b", "--grading"]
+    assert main([*argv, "--json", str(report)]) == 1  # NOT PASSED, not 3 (ERROR)
+    out = capsys.readouterr().out
+    assert "NOT PASSED" in out and "bad \ufffd" in out  # U+FFFD in place of the surrogate
+    doc = json.loads(report.read_text(encoding="utf-8"))  # strict UTF-8 JSON
+    assert doc["verdict"] == "NOT_PASSED" and "bad \ufffd" in json.dumps(doc, ensure_ascii=False)

@@ -140,6 +140,23 @@ def _check_refs(obj: Any, n: int, used: set[int]) -> None:
             _check_refs(v, n, used)
 
 
+def _printable(obj: Any) -> Any:
+    """obj with every lone surrogate in its strings (a JSON \\ud800 escape) replaced by U+FFFD:
+    such a string cannot be printed or written as UTF-8, and one in an error message once made
+    the whole run ERROR when the report was printed."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return obj
+    if isinstance(obj, list):
+        return [_printable(v) for v in obj]
+    if isinstance(obj, dict):
+        return {_printable(k): _printable(v) for k, v in obj.items()}
+    return obj
+
+
 Validator = Callable[[dict[str, Any], list[tuple[np.dtype, tuple[int, ...], int]]], None]
 
 
@@ -157,7 +174,7 @@ def read_frame(
     if payload_len > limits.payload:
         raise ProtocolError(f"payload of {payload_len} bytes, more than {limits.payload}")
     try:
-        header = json.loads(read_exact(head_len).decode())
+        header = _printable(json.loads(read_exact(head_len).decode()))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"header is not JSON: {type(exc).__name__}") from None
     if not (isinstance(header, dict) and header.keys() == {"id", "msg", "arrays"}):
