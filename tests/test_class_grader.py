@@ -530,3 +530,37 @@ def test_side_by_side_gradings_get_one_blas_thread_each(tmp_path, monkeypatch, j
             assert {k: env.get(k) for k in ONE_THREAD} == ONE_THREAD
         else:
             assert "OPENBLAS_NUM_THREADS" not in env
+
+
+def test_a_slow_but_legal_submission_ends_on_its_budget_not_the_wall_timeout(
+    tmp_path: Path,
+) -> None:
+    """Red-teaming: Part A's default budget (300 s) was the class grader's wall timeout, so a
+    submission sleeping just under the case timeout on every call was stopped by the wall:
+    ERROR, not a grade. The run now gets a budget that ends before the wall timeout."""
+    from tinytorch.classroom.runner import grade_submission
+
+    slow = tmp_path / "slow.py"
+    slow.write_text(BASE.read_text() + "\nimport time as _t\n_tm = tiled_matmul\n"
+                    "def tiled_matmul(a, b, tile_size=64):\n    _t.sleep(0.9)\n"
+                    "    return _tm(a, b, tile_size)\n")  # fmt: skip
+    doc, run = grade_submission(slow, tmp_path / "work", case_timeout=1.0, wall_timeout=14.0)
+    assert run.killed == "" and doc["verdict"] == "NOT_PASSED", (run, doc.get("error"))
+    assert any(w.startswith("budget:") for w in doc["warnings"]), doc["warnings"]
+    assert run.seconds < 14.0
+
+
+def test_a_memory_flood_is_a_graded_failure_not_an_error(tmp_path: Path) -> None:
+    """Red-teaming: a submission that forks memory hogs was stopped as a memory flood and
+    recorded as ERROR, which PrairieLearn does not count: a way to void any attempt. It is the
+    submission's doing, so it is NOT PASSED with no points, and gradable."""
+    from tinytorch.classroom.formats import prairielearn_results
+    from tinytorch.classroom.runner import grade_submission
+
+    hog = tmp_path / "hog.py"
+    hog.write_text("import time\n_hog = bytearray(400 << 20)\n_hog[::4096] = b'x' * len(_hog[::4096])\ntime.sleep(60)\n")  # fmt: skip
+    doc, run = grade_submission(hog, tmp_path / "work", max_tree_mb=250.0, wall_timeout=50.0)
+    assert run.killed == "memory" and doc["verdict"] == "NOT_PASSED", (run, doc.get("error"))
+    assert "memory" in doc["error"]
+    pl = prairielearn_results(doc, load_points(None))
+    assert pl["gradable"] is True and pl["score"] == 0.0

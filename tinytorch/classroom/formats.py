@@ -246,7 +246,8 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
         )
     # Not gradable (PrairieLearn: no points awarded or lost, no attempt used): the grader broke
     # (ERROR), or there was nothing to grade (no file found: an INCOMPLETE doc with no items).
-    gradable = doc["verdict"] != "ERROR" and bool(items)
+    # A run stopped for the submission's memory or output flood is NOT PASSED: graded, 0 points.
+    gradable = doc["verdict"] != "ERROR" and (bool(items) or doc["verdict"] == "NOT_PASSED")
     out: dict[str, Any] = {
         "gradable": gradable,
         "score": round(earned / possible, 6) if possible else 0.0,

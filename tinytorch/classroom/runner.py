@@ -25,6 +25,10 @@ import psutil
 from tinytorch.milestone07.schema import SCHEMA_VERSION
 
 WALL_TIMEOUT_S = 300.0  # per submission, the whole milestone run
+# Part A's --budget is the wall timeout less this: the first import (START_TIMEOUT_S), start-up,
+# one call cut short and the grader's own math, so that a slow but legal submission ends on its
+# budget (TIMEOUT cases, NOT PASSED) and never on the wall timeout, which is an ERROR
+BUDGET_MARGIN_S = 90.0
 MAX_LOG_BYTES = 4 * 1024 * 1024  # more output than this is a flood
 MAX_TREE_MB = 2048.0  # more resident memory than this (whole tree) is a memory flood
 _POLL_S = 0.05
@@ -54,6 +58,7 @@ def milestone_command(
     part_b: bool = False,
     grading: bool = True,
     case_timeout: float | None = None,
+    budget: float | None = None,
     fmt: str | None = None,
     memory_limit_mb: int | None = None,
 ) -> list[str]:
@@ -68,6 +73,8 @@ def milestone_command(
         cmd.append("--grading")
     if case_timeout is not None:
         cmd += ["--timeout", str(case_timeout)]
+    if budget is not None:
+        cmd += ["--budget", f"{budget:g}"]
     if fmt is not None:
         cmd += ["--format", fmt]
     if memory_limit_mb is not None:
@@ -190,6 +197,10 @@ _KILLED = {
     "flood": "the submission flooded the output (over {mb:.0f} MB); the run was stopped",
     "memory": "the submission used over {mem:.0f} MB of memory; the run was stopped",
 }
+# What a stopped run is: a flood or a memory flood is the submission's doing (its processes are
+# the tree's only big ones), graded NOT PASSED with no points; a wall timeout past the budget
+# derived from it is the grader's failure to stop a run, ERROR.
+_KILLED_VERDICT = {"flood": "NOT_PASSED", "memory": "NOT_PASSED"}
 
 
 def _tail(path: Path, lines: int = 6) -> str:
@@ -225,8 +236,14 @@ def grade_submission(
     os.close(fd)
     os.unlink(tmp)  # the milestone writes it; its absence afterwards means no result
     log_path = log_path or Path(tmp).with_suffix(".log")
+    budget = max(wall_timeout - BUDGET_MARGIN_S, wall_timeout / 2)
     cmd = milestone_command(
-        impl, tmp, part_b=part_b, case_timeout=case_timeout, memory_limit_mb=memory_limit_mb
+        impl,
+        tmp,
+        part_b=part_b,
+        case_timeout=case_timeout,
+        budget=budget,
+        memory_limit_mb=memory_limit_mb,
     )
     run = run_tree(
         cmd,
@@ -255,7 +272,7 @@ def grade_submission(
             why = "interrupted (Ctrl-C) before the run finished"
         else:
             why = f"the grader exited {run.returncode} without a result: {_tail(log_path)}"
-        doc = error_doc(str(impl), "ERROR", why)
+        doc = error_doc(str(impl), _KILLED_VERDICT.get(run.killed, "ERROR"), why)
     doc["grader"] = {
         "seconds": round(run.seconds, 3),
         "peak_mb": round(run.peak_mb, 1),
