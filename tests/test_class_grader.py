@@ -564,3 +564,23 @@ def test_a_memory_flood_is_a_graded_failure_not_an_error(tmp_path: Path) -> None
     assert "memory" in doc["error"]
     pl = prairielearn_results(doc, load_points(None))
     assert pl["gradable"] is True and pl["score"] == 0.0
+
+
+def test_a_student_the_grader_cannot_stage_is_one_error_row(tmp_path: Path, monkeypatch) -> None:
+    """Red-teaming: with the temp folder full, writing the next student's copy raised OSError
+    out of the class run, which died with a traceback and no gradebook."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "amy.py").write_text(BASE.read_text())
+    (subs / "ben.py").write_text(BASE.read_text())
+    write_bytes = Path.write_bytes
+
+    def full_disk(self: Path, data: bytes) -> int:
+        if self.name == "amy.py":
+            raise OSError(28, "No space left on device")
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    run = grade_class(subs, tmp_path / "out", jobs=1)
+    assert run.docs["amy"]["verdict"] == "ERROR" and "No space left" in run.docs["amy"]["error"]
+    assert run.docs["ben"]["verdict"] == "PASS"

@@ -459,3 +459,40 @@ def test_two_gradings_at_once_get_two_uids_and_cannot_touch_each_others_copy(
         assert glob.glob("/tmp/tt-sandbox-*/work/victim.py")  # the copy is there (root sees it)
         assert (read, wrote) == (0, 0), seen  # the neighbour can neither read nor rewrite it
         assert _value(held)[0] == pytest.approx(0.0, abs=1e-6)  # gelu(0): the victim still loads
+
+
+LITTERS = """
+import os
+import numpy as np
+from tinytorch.core.tensor import Tensor
+
+def fused_gelu(x):
+    for folder in ("/tmp", "/dev/shm"):
+        with open(os.path.join(folder, "{mark}-" + folder.strip("/").replace("/", "_")), "wb") as fh:
+            fh.write(b"x" * 4096)
+    os.makedirs("/tmp/{mark}-dir/sub", exist_ok=True)
+    return Tensor(np.zeros(1, np.float32))
+"""
+
+
+@ROOT_ONLY
+def test_what_a_sandbox_uid_leaves_in_shared_folders_is_removed_when_it_closes(
+    shared: Path,
+) -> None:
+    """Red-teaming: files a submission left in /tmp outlived its run (until the class grader
+    could not stage the next student's copy). A sandbox's uid is its own, so everything it owns
+    in the world-writable folders is removed when the sandbox closes; others' files stay."""
+    mark = f"tt-litter-{uuid.uuid4().hex}"
+    mine = Path(tempfile.gettempdir()) / f"{mark}-root"
+    mine.write_text("the grader's own")  # owned by root: not the sandbox's
+    try:
+        with Sandbox(_write(shared, "litters", LITTERS.replace("{mark}", mark))) as box:
+            assert box.start()["status"] == "ok"
+            _value(box)
+            left = sorted(p.name for p in Path("/tmp").glob(f"{mark}*"))
+            left += sorted(p.name for p in Path("/dev/shm").glob(f"{mark}*"))
+            assert len(left) == 4, left  # /tmp file, /tmp dir, /dev/shm file, and the grader's
+        after = [*Path("/tmp").glob(f"{mark}*"), *Path("/dev/shm").glob(f"{mark}*")]
+        assert after == [mine]
+    finally:
+        mine.unlink(missing_ok=True)

@@ -200,9 +200,12 @@ def grade_class(
             return error_doc(str(sub.entry), "INCOMPLETE", why)
         private = work / sub.student
         shutil.rmtree(private, ignore_errors=True)
-        private.mkdir(mode=0o700, parents=True)
-        copy = private / sub.impl.name
-        copy.write_bytes(blob)
+        try:
+            private.mkdir(mode=0o700, parents=True)
+            copy = private / sub.impl.name
+            copy.write_bytes(blob)
+        except OSError as exc:  # a full disk: this student is ERROR, the class run goes on
+            return error_doc(str(sub.entry), "ERROR", f"the grader could not stage a copy: {exc}")
         slot = slots.get()
         try:
             doc, _run = grade_submission(
@@ -229,7 +232,10 @@ def grade_class(
             finished, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
             for fut in finished:
                 sub = futures[fut]
-                doc = fut.result()
+                try:
+                    doc = fut.result()
+                except Exception as exc:  # noqa: BLE001 (a bug of ours: one ERROR row, not a dead run)
+                    doc = error_doc(str(sub.entry), "ERROR", f"internal grader error: {exc!r}")
                 if (doc.get("grader") or {}).get("killed") == "interrupted":
                     continue
                 doc.setdefault("grader", {})["options"] = options

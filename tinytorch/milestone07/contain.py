@@ -166,6 +166,45 @@ RUN_UID_BASE = 1_700_000_000  # the run pool: uids RUN_UID_BASE .. RUN_UID_BASE 
 RUN_UIDS = 1 << 24  # two sandboxes drawing at once share a uid with odds 1 in 16.8 million
 
 
+def pool_uid(uid: int | None) -> bool:
+    """Whether `uid` is one of the sandbox pools' (a run uid or a slot uid): one no real user has,
+    so that whatever it owns was left by a sandbox."""
+    if uid is None:
+        return False
+    slot_base = int(os.environ.get(SLOT_UID_BASE_VAR, str(SLOT_UID_BASE)))
+    return RUN_UID_BASE <= uid < RUN_UID_BASE + RUN_UIDS or slot_base <= uid < slot_base + SLOT_UIDS
+
+
+SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: where a child can leave files
+
+
+def remove_leftovers(uid: int | None) -> int:
+    """Remove what a sandbox uid left at the top of the world-writable folders (and the temp
+    folder), after its processes are dead; returns how many entries. Files left there outlived
+    the run: red-teaming filled the temp folder with them until the class grader could not stage
+    the next student. Only a pool uid's entries are touched, never a symlink's target."""
+    if not pool_uid(uid):
+        return 0
+    removed = 0
+    for root in dict.fromkeys((tempfile.gettempdir(), *SHARED_DIRS)):
+        try:
+            entries = list(os.scandir(root))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                continue
+    return removed
+
+
 def _unmapped(uids: list[int]) -> int | None:
     """The first of `uids` this user namespace does not map, or None (all are this kernel's)."""
     try:

@@ -502,6 +502,7 @@ class Sandbox:
         proc, self._proc = self._proc, None
         if proc is not None:
             contain.kill_tree(proc, self._token, self._uid)
+            contain.remove_leftovers(self._uid)  # files its processes left for the next run
         if self._req_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._req_fd)
