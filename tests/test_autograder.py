@@ -396,3 +396,51 @@ def test_a_lesson_of_many_cases_is_said_once(tmp_path: Path) -> None:
     hidden = [c["name"] for c in doc["hidden_cases"] if c["status"] == "fail"]
     verdict = next(t for t in res["tests"] if t["name"] == "verdict (hidden cases included)")
     assert hidden and all(name in verdict["output"] for name in hidden)  # after the due date
+
+
+LEAKS = """
+
+def fused_gelu(x):
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for name in sorted(os.listdir(here)):
+        try:
+            found.append(open(os.path.join(here, name)).read()[:80])
+        except OSError:
+            pass
+    raise ValueError(" | ".join(found))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a root-only file to leak")
+def test_a_symlink_beside_the_submission_does_not_bring_a_root_only_file(tmp_path: Path) -> None:
+    """Red-teaming: the platform grader copied the submission folder as root, following links,
+    so a link beside acceleration.py to a root-only file brought its contents into the child's
+    reach and, through an error message, into results.json."""
+    from tinytorch.classroom.autograder import grade_platform_submission
+
+    secret = tmp_path / "secret"
+    secret.write_text("TOPSECRET-" + "x" * 20)
+    secret.chmod(0o600)
+    folder = tmp_path / "student"
+    folder.mkdir()
+    (folder / "acceleration.py").write_text(BASE.read_text() + LEAKS)
+    (folder / "helper.py").symlink_to(secret)
+    doc, _how = grade_platform_submission(folder)
+    text = json.dumps(doc)
+    assert doc["verdict"] == "NOT_PASSED" and "A correct Module 17" in text  # its own file: read
+    assert "TOPSECRET" not in text
+
+
+def test_a_symlinked_submission_is_not_graded(tmp_path: Path) -> None:
+    from tinytorch.classroom.submissions import discover
+
+    subs = tmp_path / "subs"
+    (subs / "bob").mkdir(parents=True)
+    (subs / "alice.py").symlink_to(BASE)
+    (subs / "bob" / "acceleration.py").symlink_to(BASE)
+    (subs / "carol.py").write_text(BASE.read_text())
+    got = {s.student: s for s in discover(subs)}
+    assert got["alice"].impl is None and "symbolic link" in got["alice"].problem
+    assert got["bob"].impl is None and got["carol"].impl == subs / "carol.py"

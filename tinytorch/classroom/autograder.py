@@ -179,7 +179,9 @@ def grade_platform_submission(
     private = Path(tempfile.mkdtemp(prefix="tinytorch-grade-"))
     try:
         # The folder holding the file travels with it (a helper module beside it still imports).
-        shutil.copytree(impl.parent, private / "submission")
+        # Links are copied as links, never followed: as root, a link to a root-only file would
+        # bring its contents into the student's reach (and into results.json, via an error).
+        shutil.copytree(impl.parent, private / "submission", symlinks=True)
         copy = private / "submission" / impl.name
         env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
         env.update(ONE_THREAD, HOME=str(private))

@@ -37,16 +37,29 @@ class Submission:
         return max((p.stat().st_mtime for p in paths if p.is_file()), default=0.0)
 
 
+def _own_file(path: Path, folder: Path) -> bool:
+    """A regular file of the submission itself: not a symbolic link (the grader, as root, would
+    read whatever it points to) and inside the folder."""
+    return (
+        path.is_file() and not path.is_symlink() and path.resolve().is_relative_to(folder.resolve())
+    )
+
+
 def find_module(folder: Path, *, notebook: bool) -> tuple[Path | None, str]:
-    """The gradeable file inside a submission folder, searched recursively; (None, why) if none."""
-    found = sorted(p for p in folder.rglob(MODULE_FILE) if p.is_file())
+    """The gradeable file inside a submission folder, searched recursively; (None, why) if none.
+    Symbolic links are never graded."""
+    found = sorted(p for p in folder.rglob(MODULE_FILE) if _own_file(p, folder))
     if found:
         return found[0], ""
-    py = sorted(p for p in folder.rglob("*.py") if p.is_file())
+    py = sorted(p for p in folder.rglob("*.py") if _own_file(p, folder))
     if len(py) == 1:
         return py[0], ""
     if notebook:
-        nbs = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+        nbs = sorted(
+            p
+            for p in folder.rglob("*.ipynb")
+            if ".ipynb_checkpoints" not in p.parts and _own_file(p, folder)
+        )
         if len(nbs) == 1:
             return nbs[0], ""
         if len(nbs) > 1:
@@ -64,6 +77,9 @@ def resolve_entry(entry: Path, *, notebook: bool) -> Submission | None:
     if entry.is_dir():
         impl, why = find_module(entry, notebook=notebook)
         return Submission(entry.name, entry, impl, why)
+    if entry.suffix in (".py", ".ipynb") and entry.is_symlink():
+        why = "a symbolic link, not a file: copy the submission itself into the folder"
+        return Submission(entry.stem, entry, None, why)
     if entry.suffix == ".py":
         return Submission(entry.stem, entry, entry)
     if entry.suffix == ".ipynb":
