@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -524,7 +524,7 @@ RESTART_STALL = """
 import os as _os
 import time as _time
 
-_MARK = "{mark}"  # in /tmp: each restart gets a fresh private folder
+_MARK = "{mark}"  # in a world-writable folder: each restart gets a fresh private folder
 if _os.path.exists(_MARK):
     _time.sleep(30)  # a restart: the import stalls (the first import was quick)
 else:
@@ -542,7 +542,11 @@ def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(tmp_
     """Red-teaming: a restart's import could take START_TIMEOUT_S (60 s) whatever the per-case
     timeout and the budget, so a submission that crashed each call and stalled each re-import
     ran a 10 s budget for 51 s. A restart now imports within the call's own time."""
-    mark = Path(tempfile.gettempdir()) / f"tt-restart-{uuid.uuid4().hex}"
+    # a folder like /tmp/.X11-unix: world-writable, not the sandbox uid's own, so what the child
+    # leaves inside it outlives a restart (the sandbox removes only what its uid owns in /tmp)
+    folder = Path(tempfile.mkdtemp(prefix="tt-restart-"))
+    folder.chmod(0o1777)
+    mark = folder / "started-once"
     source = BASE.read_text() + RESTART_STALL.replace("{mark}", str(mark))
     path = _write(tmp_path, "restart_stall", source)
     start = time.perf_counter()
@@ -550,7 +554,7 @@ def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(tmp_
         result = run_part_a(path, timeout=1.0, budget=6.0, grading=True)
     finally:
         took = time.perf_counter() - start
-        mark.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
     assert mark.name in source
     assert result.verdict == "NOT_PASSED"
     assert took < 6.0 + 1.0 + 8.0, took  # the budget, one call's timeout, start-up and checks
@@ -674,3 +678,33 @@ def test_an_error_message_with_a_lone_surrogate_is_graded_not_an_error(tmp_path,
     assert "NOT PASSED" in out and "bad \ufffd" in out  # U+FFFD in place of the surrogate
     doc = json.loads(report.read_text(encoding="utf-8"))  # strict UTF-8 JSON
     assert doc["verdict"] == "NOT_PASSED" and "bad \ufffd" in json.dumps(doc, ensure_ascii=False)
+
+
+BATCHED_DUMMY = """
+
+def tiled_matmul(a, b, tile_size=64):
+    A, B = _arr(a), _arr(b)
+    M, K = A.shape
+    N = B.shape[1]
+    ones = {dummy}
+    np.matmul(ones, np.zeros((1, 1), np.float32))  # "M*K*N block products of 1x1x1"
+    return Tensor(A.view(np.ndarray) @ B.view(np.ndarray))  # the real product: untiled, unseen
+"""
+
+
+@pytest.mark.parametrize(
+    "dummy",
+    [
+        "np.broadcast_to(np.zeros((1, 1, 1), np.float32), (M * K * N, 1, 1))",  # stride 0
+        "np.zeros((M * K * N, 1, 1), np.float32)",  # real memory: a batch past the tile count
+    ],
+    ids=["broadcast", "batch"],
+)
+def test_a_dummy_batched_product_does_not_stand_for_the_tiles(tmp_path, dummy) -> None:
+    """Red-teaming: one batched product of M*K*N 1x1 blocks counted as the whole product, and an
+    untiled kernel was PASS. A broadcast axis counts once, and a batch counts at most one block
+    per tile triple of the problem."""
+    path = _write(tmp_path, "dummy", BASE.read_text() + BATCHED_DUMMY.replace("{dummy}", dummy))
+    result = run_part_a(path, grading=True, seed=1)
+    audit = next(c for c in result.checks if c.name == "tiling audit")
+    assert result.verdict == "NOT_PASSED" and audit.status == "not_observed", audit

@@ -41,7 +41,13 @@ _ORIGINAL = {name: getattr(np, name) for name in _PRODUCTS + _KEEPERS + ("array_
 
 
 def _shapes(args: Any) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(int(d) for d in a.shape) for a in args if isinstance(a, np.ndarray))
+    """Each array operand's shape, an axis of stride 0 (a broadcast: one value repeated, no data)
+    counted as 1: np.broadcast_to(zeros((1, 1, 1)), (M*K*N, 1, 1)) is not M*K*N block products."""
+    return tuple(
+        tuple(int(d) if d <= 1 or st else 1 for d, st in zip(a.shape, a.strides, strict=True))
+        for a in args
+        if isinstance(a, np.ndarray)
+    )
 
 
 def record(op: str, args: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinytorch.milestone07.audit import block_dims, block_work
@@ -161,7 +163,13 @@ def tiling_audit(
                 f"{m}x{k} @ {k}x{n} problem with tile_size={t}: larger than the tile"
             )
             return CheckResult(name, "fail", detail, lesson, [fn])
-        work = sum(block_work(op, shapes) for op, shapes in records)
+        # A batched product counts at most one block per tile triple of the problem: more is
+        # not a tiling of this product, however many multiply-adds it did.
+        triples = -(-m // t) * -(-k // t) * -(-n // t)
+        work = sum(
+            min(block_work(op, shapes), triples * math.prod(block_dims(op, shapes)))
+            for op, shapes in records
+        )
         if work >= m * k * n:
             seen += len(records)
             continue
