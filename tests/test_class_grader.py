@@ -584,3 +584,17 @@ def test_a_student_the_grader_cannot_stage_is_one_error_row(tmp_path: Path, monk
     run = grade_class(subs, tmp_path / "out", jobs=1)
     assert run.docs["amy"]["verdict"] == "ERROR" and "No space left" in run.docs["amy"]["error"]
     assert run.docs["ben"]["verdict"] == "PASS"
+
+
+def test_an_unusable_file_name_is_left_out_and_the_class_is_graded(tmp_path: Path) -> None:
+    """Red-teaming: one submission named 'John Smith [v2].py' stopped the whole class run before
+    anyone was graded. It is left out, with a warning saying why, and the others are graded."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "John Smith [v2].py").write_text(BASE.read_text())
+    (subs / "carl.py").write_text(BASE.read_text())
+    assert main(["grade-class", str(subs), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0
+    rows = list(csv.DictReader((tmp_path / "out" / "gradebook.csv").open()))
+    assert [(r["student"], r["verdict"]) for r in rows] == [("carl", "PASS")]
+    page = (tmp_path / "out" / "class_report.html").read_text()
+    assert "is not a usable student id" in page and "John Smith [v2].py" in page

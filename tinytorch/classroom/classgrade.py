@@ -154,7 +154,8 @@ def grade_class(
     `on_start(tally)` is called once (tally.done: the students resumed, tally.passes: their
     PASSes), then `progress(student, doc, tally)` per graded student, the tally updated.
     """
-    subs = discover(submissions, notebook=notebook)
+    skipped: list[str] = []
+    subs = discover(submissions, notebook=notebook, skipped=skipped)
     out = Path(out)
     results, logs, work = out / "results", out / "logs", out / ".work"
     for d in (results, logs):
@@ -162,6 +163,7 @@ def grade_class(
     work.mkdir(mode=0o700, parents=True, exist_ok=True)
     work.chmod(0o700)  # the grader's copies: no student's process needs to read them
     run = ClassRun()
+    run.warnings += skipped
     options = run_options(
         notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
     )

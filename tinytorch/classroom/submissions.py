@@ -89,19 +89,31 @@ def resolve_entry(entry: Path, *, notebook: bool) -> Submission | None:
     return None
 
 
-def discover(folder: str | Path, *, notebook: bool = False) -> list[Submission]:
-    """Every student entry of `folder`, sorted by student id; raises ValueError on a bad folder."""
+def discover(
+    folder: str | Path, *, notebook: bool = False, skipped: list[str] | None = None
+) -> list[Submission]:
+    """Every student entry of `folder`, sorted by student id; raises ValueError on a bad folder.
+
+    An entry whose name is not a usable student id raises too, unless `skipped` is given: then
+    it is left out and said there, so one odd file name does not stop a whole class's run."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"SUBMISSIONS: {folder} is not a folder (expected one entry per student)")
-    subs = [s for e in sorted(folder.iterdir()) if (s := resolve_entry(e, notebook=notebook))]
+    found = [s for e in sorted(folder.iterdir()) if (s := resolve_entry(e, notebook=notebook))]
+    subs: list[Submission] = []
+    for s in found:
+        if _SAFE_ID.fullmatch(s.student):
+            subs.append(s)
+            continue
+        why = (
+            f"SUBMISSIONS: {s.entry.name!r} is not a usable student id "
+            "(letters, digits and _ . @ + - only)"
+        )
+        if skipped is None:
+            raise ValueError(why)
+        skipped.append(f"not graded: {why.removeprefix('SUBMISSIONS: ')}; rename it to grade it")
     seen: dict[str, Path] = {}
     for s in subs:
-        if not _SAFE_ID.fullmatch(s.student):
-            raise ValueError(
-                f"SUBMISSIONS: {s.entry.name!r} is not a usable student id "
-                "(letters, digits and _ . @ + - only)"
-            )
         if s.student in seen:
             raise ValueError(
                 f"SUBMISSIONS: {seen[s.student].name} and {s.entry.name} are both student "
