@@ -138,6 +138,8 @@ def run(
         report["ceilings"] = profiling.measure_ceilings(
             threads=THREADS, quick=quick, rounds=rounds
         ).to_dict()
+        say("micro-kernel alone")
+        report["ukernel"] = _ukernel_row(rounds, quick, report["ceilings"])
         say("GEMM")
         report["gemm"] = [
             _gemm_row(n, rounds, torch, report["checks"]) for n in ((256,) if quick else GEMM_SIZES)
@@ -163,6 +165,24 @@ def run(
     report["targets"] = targets(report)
     report["loadavg_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return report
+
+
+def _ukernel_row(rounds: int, quick: bool, ceilings: dict[str, Any]) -> dict[str, Any]:
+    """The GEMM micro-kernel alone on one thread (simd.ukernel_gflops), with A in L1 and with an
+    MC x KC block of A from L2, best of interleaved rounds like the ceilings, and as a fraction
+    of the 1-thread FMA peak: the part of the GEMM's distance to the peak that is the kernel's."""
+    blocks = simd.build_info().get("blocks") or {}
+    slivers = max(1, int(blocks.get("MC", 1)) // max(1, int(blocks.get("MR", 1))))
+    flops = 2e8 if quick else 2e9
+    fns = {
+        "A in L1": lambda: 1.0 / simd.ukernel_gflops(slivers=1, flops=flops),
+        "A from L2": lambda: 1.0 / simd.ukernel_gflops(slivers=slivers, flops=flops),
+    }
+    best = {name: 1.0 / timing.min for name, timing in interleaved(fns, rounds).items()}
+    row: dict[str, Any] = {"kc": blocks.get("KC"), "slivers": slivers, **best}
+    for name, rate in best.items():
+        row[f"{name} / peak"] = rate / ceilings["fma_gflops_1t"]
+    return row
 
 
 def _gemm_atol(k: int) -> float:

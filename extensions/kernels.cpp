@@ -1043,4 +1043,38 @@ double tt_fma_peak(size_t iters, int threads) {
     return 2.0 * lanes * 12.0 * static_cast<double>(iters) * used / secs / 1e9;
 }
 
+// The micro-kernel alone, apart from packing, blocking and threads: `slivers` packed MR x kc
+// slivers of A (1: all in L1; MC / MR of them: one MC x KC block, streaming from L2, as in the
+// GEMM) swept `reps` times past one kc x NR sliver of B, every full tile written to C by the same
+// micro_kernel the GEMM calls. GFLOP/s on the calling thread; 0 when out of memory. `tito bench`
+// divides it by the FMA peak: what the GEMM loses beyond this is packing, caches and threads.
+double tt_ukernel_gflops(size_t kc, size_t slivers, size_t reps) {
+    kc = std::max<size_t>(kc, 1);
+    slivers = std::max<size_t>(slivers, 1);
+    const size_t a_n = round_up(MR * kc * slivers, 16), b_n = round_up(NR * kc, 16);
+    const size_t ldc = NR;
+    float* A = static_cast<float*>(std::aligned_alloc(64, a_n * sizeof(float)));
+    float* B = static_cast<float*>(std::aligned_alloc(64, b_n * sizeof(float)));
+    float* C = static_cast<float*>(std::aligned_alloc(64, round_up(MR * ldc * slivers, 16) * sizeof(float)));
+    if (!A || !B || !C) {
+        std::free(A);
+        std::free(B);
+        std::free(C);
+        return 0.0;
+    }
+    for (size_t i = 0; i < a_n; ++i) A[i] = 0.5f;
+    for (size_t i = 0; i < b_n; ++i) B[i] = 0.25f;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t r = 0; r < reps; ++r)
+        for (size_t s = 0; s < slivers; ++s)
+            micro_kernel(kc, A + s * MR * kc, B, C + s * MR * ldc, ldc, MR, NR, Epilogue{false, nullptr});
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double sink = C[0];
+    std::free(A);
+    std::free(B);
+    std::free(C);
+    if (sink == 12345.678) return 0.0;  // keeps the stores alive
+    return 2.0 * MR * NR * static_cast<double>(kc) * slivers * reps / secs / 1e9;
+}
+
 }  // extern "C"

@@ -58,6 +58,8 @@ def _load() -> ctypes.CDLL:
         lib.tt_team_size.argtypes = [ctypes.c_int]
         lib.tt_fma_peak.restype = ctypes.c_double
         lib.tt_fma_peak.argtypes = [_size, ctypes.c_int]
+        lib.tt_ukernel_gflops.restype = ctypes.c_double
+        lib.tt_ukernel_gflops.argtypes = [_size, _size, _size]
         lib.tt_microkernel.restype = ctypes.c_char_p
         lib.tt_set_blocks.restype = ctypes.c_int
         lib.tt_set_blocks.argtypes = [_size, _size, _size]
@@ -336,6 +338,18 @@ def copy(x: object, *, threads: int | None = None, out: np.ndarray | None = None
 def team_size(threads: int) -> int:
     """How many threads an OpenMP region asking for `threads` actually gets in this process."""
     return int(_load().tt_team_size(_threads(threads)))
+
+
+def ukernel_gflops(*, slivers: int = 1, flops: float = 2e9) -> float:
+    """GFLOP/s of the GEMM micro-kernel alone on one thread, at the library's KC: `slivers` MR x KC
+    slivers of A (1: in L1; MC / MR: one MC x KC block from L2) past one KC x NR sliver of B,
+    about `flops` floating-point operations in all."""
+    if not (isinstance(slivers, int) and slivers >= 1):
+        raise ValueError(f"ukernel_gflops: slivers must be an int >= 1, got {slivers!r}")
+    lib = _load()
+    kc, mr, nr = int(lib.tt_block(0)), int(lib.tt_mr()), int(lib.tt_nr())
+    reps = max(1, int(flops / (2 * mr * nr * kc * slivers)))
+    return float(lib.tt_ukernel_gflops(kc, slivers, reps))
 
 
 def fma_peak(*, threads: int | None = None, iters: int = 20_000_000) -> float:

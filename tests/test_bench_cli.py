@@ -92,6 +92,8 @@ def _report(torch: bool) -> dict:
             "copy_gbs_1t": 14.0,
             "copy_gbs_2t": 31.0,
         },
+        "ukernel": {"kc": 256, "slivers": 21, "A in L1": 88.0, "A in L1 / peak": 0.957}
+        | {"A from L2": 85.5, "A from L2 / peak": 0.929},
         "gemm": [gemm, big],
         "bias_gelu": [gelu],
         "fused": [
@@ -126,6 +128,8 @@ def test_tables_line_up_and_say_nothing_about_what_is_missing(torch):
     assert "micro-kernel: 6x16 avx2+fma | blocks: MR=6 NR=16" in text
     assert "1044.4 (0.44)" in text and "10.00x" in text  # wide cells widen their column
     assert "35.0 (0.98)" in text and "0.86x" in text  # the copy timed beside bias+GELU
+    assert "micro-kernel alone, 1 thread, KC=256: 88.0 (0.96) GFLOP/s with A in L1" in text
+    assert "85.5 (0.93) with a block of 21 A slivers from L2" in text
     assert "information about this machine" in text and "below" in text
     assert "machine was busy" in text  # the bias+GELU row saw 1.5 cores of other work
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import subprocess
 import sys
@@ -342,3 +343,13 @@ def test_large_outputs_take_the_streaming_store_path_correctly() -> None:
     big = rng.standard_normal(9_000_001).astype(np.float32)
     for start in (0, 1, 3):
         assert np.array_equal(simd.copy(big[start:], threads=2), big[start:])
+
+
+def test_the_micro_kernel_alone_reports_a_rate_and_rejects_bad_slivers() -> None:
+    """tito bench's 'micro-kernel alone' line: a positive, finite rate of the kernel the GEMM
+    calls, on one thread; far under the FMA peak it would be a broken measurement."""
+    rate = simd.ukernel_gflops(slivers=1, flops=2e8)
+    assert math.isfinite(rate) and rate > 0
+    assert simd.ukernel_gflops(slivers=21, flops=2e8) > 0
+    with pytest.raises(ValueError, match="slivers must be an int >= 1"):
+        simd.ukernel_gflops(slivers=0)

@@ -164,6 +164,14 @@ def render_run(report: dict[str, Any]) -> str:
         f"this machine: FMA peak {c['fma_gflops_1t']:.0f} GFLOP/s on 1 thread, {c['fma_gflops_2t']:.0f} on 2; "
         f"copy bandwidth {c['copy_gbs_1t']:.1f} GB/s on 1 thread, {c['copy_gbs_2t']:.1f} on 2"
     )
+    uk = report.get("ukernel")
+    if uk and uk.get("A in L1"):
+        lines.append(
+            f"micro-kernel alone, 1 thread, KC={uk['kc']}: {_fig(uk['A in L1'], uk['A in L1 / peak'])} "
+            f"GFLOP/s with A in L1, {_fig(uk['A from L2'], uk['A from L2 / peak'])} with a block of "
+            f"{uk['slivers']} A slivers from L2 (fraction of the FMA peak): what the GEMM rows lose "
+            "beyond this is packing, caches and threads"
+        )
     lines += ["", "GEMM n x n x n, GFLOP/s (fraction of the FMA peak at the same thread count)"]
     if cc and not cc["ok"]:
         lines.append(
