@@ -225,11 +225,12 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
             "name": item.name if item.kind == "case" else f"deeper check: {item.name}",
             "points": _points(item.earned),
             "max_points": _points(item.max_points),
-            "message": item_text(item, diag)[0],
-            "output": item_text(item, diag)[1],
+            "message": message,
+            "output": output,
         }
         for item in items
         if item.kind != "hidden_case"
+        for message, output in [item_text(item, diag)]
     ]
     hidden = [i for i in items if i.kind == "hidden_case"]
     if hidden:
