@@ -22,6 +22,7 @@ from tinytorch.profiling import (
     measure_latency,
     measure_peak_memory,
     numpy_bias_gelu,
+    paired_speedup,
     per_call,
     spread,
 )
@@ -247,6 +248,26 @@ def test_interleaved_calls_warms_up_then_times_one_call_per_round():
     assert order == ["a", "a", "b", "b", "a", "b", "b", "a", "a", "b"]
     assert [len(t.samples) for t in out.values()] == [3, 3]
     assert all(s > 0 for t in out.values() for s in t.samples)
+
+
+def test_paired_speedup_compares_samples_of_the_same_round():
+    # the machine slows down over the run (both kernels alike), and base's round-3 sample hits
+    # a stall of its own: every round says 1.25 but that one
+    fast = Timing((1.0, 2.0, 3.0, 4.0, 5.0))
+    base = Timing((1.25, 2.5, 20.0, 5.0, 6.25))
+    assert paired_speedup(fast, base) == pytest.approx(1.25)
+    assert base.median / fast.median == pytest.approx(5.0 / 3.0)  # the medians' ratio: 1.67
+    assert paired_speedup(base, fast) == pytest.approx(0.8)  # and the other way round
+
+
+def test_paired_speedup_scales_by_the_work_and_leaves_out_missing_rounds():
+    fast, base = Timing((2.0, 2.0, 4.0)), Timing((1.0, 1.0, float("nan")))
+    assert paired_speedup(fast, base, work_ratio=3.0) == pytest.approx(1.5)  # 3 * 1 / 2
+    assert paired_speedup(Timing((1.0,)), Timing((float("nan"),))) is None
+    with pytest.raises(ValueError, match="one sample per round each, got 3 and 2"):
+        paired_speedup(fast, Timing((1.0, 1.0)))
+    with pytest.raises(ValueError, match="work_ratio must be > 0"):
+        paired_speedup(fast, base, work_ratio=0.0)
 
 
 def test_spread_is_none_below_three_samples_and_zero_when_all_agree():

@@ -172,14 +172,16 @@ def render_run(report: dict[str, Any]) -> str:
             f"{uk['slivers']} A slivers from L2 (fraction of the FMA peak): what the GEMM rows lose "
             "beyond this is packing, caches and threads"
         )
-    lines += ["", "GEMM n x n x n, GFLOP/s (fraction of the FMA peak at the same thread count)"]
+    lines += [
+        "",
+        "GEMM n x n x n, GFLOP/s (fraction of the FMA peak at the same thread count); each ratio is the median of the rounds' own ratios, both samples of a round taken moments apart; 'C++ 1t / FMA': over the 1-thread FMA peak timed in the same rounds",
+    ]
     if cc and not cc["ok"]:
         lines.append(
             f"NOT LIKE FOR LIKE: OpenBLAS was asked for its {cc['wanted']} kernels but ran {cc['seen']}, so the ratio columns compare this path with other kernels; the ratio targets are not met"
         )
-    head = ["n", "C++ 1t", "OpenBLAS 1t", "ratio", "C++ 2t", "OpenBLAS 2t", "ratio"] + (
-        ["torch 2t"] if has_torch else []
-    )
+    head = ["n", "C++ 1t", "OpenBLAS 1t", "ratio", "C++ 2t", "OpenBLAS 2t", "ratio"]
+    head += ["C++ 2t/1t", "C++ 1t / FMA"] + (["torch 2t"] if has_torch else [])
     rows = []
     for r in report["gemm"]:
         cells = [str(r["n"])]
@@ -189,13 +191,14 @@ def render_run(report: dict[str, Any]) -> str:
                 _fig(r.get(f"numpy {t}t"), r.get(f"numpy {t}t / peak")),
                 _ratio(r.get(f"ratio {t}t")),
             ]
+        cells += [_ratio(r.get("c++ 2t / 1t")), _ratio(r.get("c++ 1t / fma 1t"))]
         if has_torch:
             cells.append(_fig(r.get("torch 2t"), r.get("torch 2t / peak")))
         rows.append(cells)
     lines += table(head, rows)
     lines += [
         "",
-        "bias+GELU y = gelu(x + bias), GB/s (fraction of the copy bandwidth); 'copy 2t': the copy kernel on the same array in the same rounds, C++/copy its ratio; 'alloc': a new output per call",
+        "bias+GELU y = gelu(x + bias), GB/s (fraction of the copy bandwidth); 'copy 2t': the copy kernel on the same array in the same rounds, C++/copy the median of the rounds' ratios; 'alloc': a new output per call",
     ]
     head = ["shape", "C++ 1t", "C++ 2t", "copy 2t", "C++/copy", "NumPy", "C++ 2t alloc"] + (
         ["torch 2t", "C++/torch", "torch 2t alloc", "C++/torch alloc"] if has_torch else []

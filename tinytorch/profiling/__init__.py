@@ -11,6 +11,7 @@ from tinytorch.profiling.timing import (
     Timing,
     interleaved,
     interleaved_calls,
+    paired_speedup,
     per_call,
     spread,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "measure_latency",
     "measure_peak_memory",
     "numpy_bias_gelu",
+    "paired_speedup",
     "per_call",
     "spread",
 ]

@@ -67,6 +67,32 @@ def spread(samples: tuple[float, ...] | list[float]) -> float | None:
     return (q3 - q1) / med if med > 0 else None
 
 
+def paired_speedup(fast: Timing, base: Timing, *, work_ratio: float = 1.0) -> float | None:
+    """How many times the rate of `fast` exceeds that of `base`, round by round: the median over
+    rounds r of work_ratio * base.samples[r] / fast.samples[r].
+
+    Both timings must come from the same `interleaved` rounds (sample r of each was taken in
+    round r, moments apart), so a slow stretch of the machine slows both samples of its round
+    and divides out; a ratio of the two medians compares samples from different moments
+    instead. `work_ratio` is fast's work over base's when they differ (bytes of bias+GELU over
+    bytes of a copy); 1 for the same problem. A round where either sample is missing (NaN, as a
+    failed torch request gives) or not positive is left out; None when no round is left.
+    """
+    if len(fast.samples) != len(base.samples):
+        raise ValueError(
+            f"paired_speedup: fast and base need one sample per round each, got "
+            f"{len(fast.samples)} and {len(base.samples)}"
+        )
+    if not work_ratio > 0:
+        raise ValueError(f"paired_speedup: work_ratio must be > 0, got {work_ratio!r}")
+    ratios = [
+        work_ratio * b / f
+        for f, b in zip(fast.samples, base.samples, strict=True)
+        if f > 0 and b > 0  # False for NaN too
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
 def _count(value: object, name: str, low: int) -> int:
     # Integral, not int: counts computed with NumPy arrive as np.int64.
     if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
