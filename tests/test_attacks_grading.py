@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tinytorch.cli.main import main
-from tinytorch.milestone07 import CASES, run_part_a
+from tinytorch.milestone07 import CASES, contain, run_part_a
 from tinytorch.milestone07 import part_a as part_a_module
 from tinytorch.milestone07.checks import AUDIT_PROBLEMS, tiling_audit
 from tinytorch.milestone07.references import make_call
@@ -538,12 +538,18 @@ def tiled_matmul(a, b, tile_size=64):
 """
 
 
-def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(tmp_path) -> None:
+def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(
+    tmp_path, monkeypatch
+) -> None:
     """Red-teaming: a restart's import could take START_TIMEOUT_S (60 s) whatever the per-case
     timeout and the budget, so a submission that crashed each call and stalled each re-import
     ran a 10 s budget for 51 s. A restart now imports within the call's own time."""
     # a folder like /tmp/.X11-unix: world-writable, not the sandbox uid's own, so what the child
-    # leaves inside it outlives a restart (the sandbox removes only what its uid owns in /tmp)
+    # leaves inside it outlives a restart (the sandbox removes only what its uid owns in /tmp).
+    # In its own mount namespace a child gets a fresh /tmp (test_isolation.py), so the channel
+    # exists only without one: the restart's time limit must hold there too.
+    monkeypatch.setenv(contain.NAMESPACES_VAR, "0")
+    monkeypatch.setattr(contain, "_NAMESPACES", None)
     folder = Path(tempfile.mkdtemp(prefix="tt-restart-"))
     folder.chmod(0o1777)
     mark = folder / "started-once"

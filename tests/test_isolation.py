@@ -461,38 +461,110 @@ def test_two_gradings_at_once_get_two_uids_and_cannot_touch_each_others_copy(
         assert _value(held)[0] == pytest.approx(0.0, abs=1e-6)  # gelu(0): the victim still loads
 
 
-LITTERS = """
-import os
+@ROOT_ONLY
+def test_without_a_namespace_what_a_sandbox_uid_leaves_in_shared_folders_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red-teaming: files a submission left in /tmp outlived its run (until the class grader
+    could not stage the next student's copy). Where the child has no mount namespace of its own
+    (and drops to its pool uid), what that uid owns at the top of the shared folders is removed
+    when the sandbox closes; others' files stay, and a link is removed, never its target."""
+    shared_folder = tmp_path / "tmp"
+    shared_folder.mkdir()
+    shared_folder.chmod(0o1777)
+    monkeypatch.setattr(contain, "SHARED_FOLDERS", (str(shared_folder),))
+    uid = contain.RUN_UID_BASE + 12345
+    target = tmp_path / "target"
+    target.write_text("kept")
+    left = [shared_folder / "file", shared_folder / "dir", shared_folder / "link"]
+    left[0].write_text("x")
+    (left[1] / "sub").mkdir(parents=True)
+    left[2].symlink_to(target)
+    for path in [*left, left[1] / "sub"]:
+        os.lchown(path, uid, uid)
+    (shared_folder / "graders").write_text("root's")
+    assert contain.remove_leftovers(None) == 0 and contain.remove_leftovers(4242) == 0
+    assert contain.remove_leftovers(uid) == 3
+    assert sorted(p.name for p in shared_folder.iterdir()) == ["graders"]
+    assert target.read_text() == "kept"
+
+
+PRIVATE_TMP = """
+import errno, glob, os
 import numpy as np
 from tinytorch.core.tensor import Tensor
 
 def fused_gelu(x):
-    for folder in ("/tmp", "/dev/shm"):
-        with open(os.path.join(folder, "{mark}-" + folder.strip("/").replace("/", "_")), "wb") as fh:
+    seen = {
+        "host_file": os.path.exists("{host_file}"),
+        "others": len(glob.glob("/tmp/tt-sandbox-*")),  # its own folder, bound back: 1
+        "x11_mark": os.path.exists("{x11}/{mark}"),  # left by the last run of this child
+    }
+    for folder in ("/tmp", "/dev/shm", "/var/tmp"):
+        with open(os.path.join(folder, "{mark}"), "wb") as fh:
             fh.write(b"x" * 4096)
-    os.makedirs("/tmp/{mark}-dir/sub", exist_ok=True)
-    return Tensor(np.zeros(1, np.float32))
+    os.makedirs("{x11}", exist_ok=True)
+    open("{x11}/{mark}", "w").close()
+    try:  # RAM no memory limit counts: a tmpfs of 64 MiB
+        with open("/dev/shm/{mark}-flood", "wb") as fh:
+            for _ in range(100):
+                fh.write(b"x" * (1 << 20))
+        seen["flood"] = "written"
+    except OSError as exc:
+        seen["flood"] = errno.errorcode.get(exc.errno, str(exc.errno))
+    os.remove("/dev/shm/{mark}-flood")
+    code = sum(v << i for i, v in enumerate((seen["host_file"], seen["others"] != 1, seen["x11_mark"])))
+    return Tensor(np.array([code, seen["flood"] == "ENOSPC"], np.float32))
 """
 
 
-@ROOT_ONLY
-def test_what_a_sandbox_uid_leaves_in_shared_folders_is_removed_when_it_closes(
-    shared: Path,
-) -> None:
-    """Red-teaming: files a submission left in /tmp outlived its run (until the class grader
-    could not stage the next student's copy). A sandbox's uid is its own, so everything it owns
-    in the world-writable folders is removed when the sandbox closes; others' files stay."""
-    mark = f"tt-litter-{uuid.uuid4().hex}"
-    mine = Path(tempfile.gettempdir()) / f"{mark}-root"
-    mine.write_text("the grader's own")  # owned by root: not the sandbox's
+def test_a_child_gets_fresh_shared_folders_that_die_with_it(shared: Path) -> None:
+    """Red-teaming: a world-writable folder owned by someone else, like /tmp/.X11-unix, kept a
+    child's files across restarts (only the top level of the shared folders was cleaned), and
+    /dev/shm's files used RAM that no limit counted. In its own mount namespace the child now
+    gets a fresh, 64 MiB tmpfs over /tmp, /var/tmp, /dev/shm, ...: it sees none of the host's
+    files nor other gradings' folders, nothing it writes reaches the host, and a restart starts
+    empty."""
+    if not contain.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    mark = f"tt-private-{uuid.uuid4().hex}"
+    host_file = Path(tempfile.gettempdir()) / f"{mark}-host"
+    host_file.write_text("the grader's")
+    x11 = Path(tempfile.mkdtemp(prefix="tt-x11-"))  # like /tmp/.X11-unix: 1777, root's
+    x11.chmod(0o1777)
+    body = PRIVATE_TMP.replace("{mark}", mark).replace("{host_file}", str(host_file))
     try:
-        with Sandbox(_write(shared, "litters", LITTERS.replace("{mark}", mark))) as box:
+        with Sandbox(_write(shared, "private_tmp", body.replace("{x11}", str(x11)))) as box:
             assert box.start()["status"] == "ok"
-            _value(box)
-            left = sorted(p.name for p in Path("/tmp").glob(f"{mark}*"))
-            left += sorted(p.name for p in Path("/dev/shm").glob(f"{mark}*"))
-            assert len(left) == 4, left  # /tmp file, /tmp dir, /dev/shm file, and the grader's
-        after = [*Path("/tmp").glob(f"{mark}*"), *Path("/dev/shm").glob(f"{mark}*")]
-        assert after == [mine]
+            layer = box.isolation["tmp"]
+            assert layer["active"] and "/tmp" in layer["why"] and "/dev/shm" in layer["why"], layer
+            for run in range(2):
+                code, capped = _value(box)
+                assert code == 0, f"run {run}: host file, other folders, or last run's mark seen"
+                assert capped == 1.0  # the flood hit ENOSPC at 64 MiB
+                assert not list(Path("/tmp").glob(f"{mark}")) and not list(x11.iterdir())
+                assert not list(Path("/dev/shm").glob(f"{mark}*"))
+                box.kill()  # the next request restarts the child
+                assert box.start()["status"] == "ok"
+            assert box.restarts == 2
     finally:
-        mine.unlink(missing_ok=True)
+        host_file.unlink(missing_ok=True)
+        subprocess.run(["rm", "-rf", str(x11)], check=False)
+
+
+def test_private_tmp_binds_back_what_the_child_needs_inside_a_shared_folder() -> None:
+    """A CI clone under /tmp keeps its venv there: the paths the child needs inside a shared
+    folder are bound back in place (the top-most of nested ones, once), and a shared folder
+    that a needed path holds whole, or lies inside, is left uncovered."""
+    keep = ["/tmp/clone/.venv", "/tmp/clone/.venv/lib", "/tmp/tt-sandbox-1-x", "/usr/lib", ""]
+    plan, whole = contain.tmp_plan(keep, ["/tmp", "/dev/shm", "/tmpfoo"])
+    assert plan == {
+        "/tmp": ["/tmp/clone/.venv", "/tmp/tt-sandbox-1-x"],
+        "/dev/shm": [],
+        "/tmpfoo": [],  # a sibling whose name starts with "/tmp" is not inside it
+    }
+    assert whole == []
+    plan, whole = contain.tmp_plan(["/var/tmp", "/"], ["/var/tmp", "/tmp"])
+    assert plan == {} and whole == ["/var/tmp", "/tmp"]  # "/" holds everything
+    plan, whole = contain.tmp_plan(["/var/tmp/"], ["/var/tmp", "/tmp"])
+    assert plan == {"/tmp": []} and whole == ["/var/tmp"]

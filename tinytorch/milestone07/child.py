@@ -265,6 +265,9 @@ def worker_main(cfg: dict[str, Any]) -> None:
     if blocked:
         ids = None
         layers["uid"] = [False, f"kept: {', '.join(blocked)} cannot be read by the sandbox uid"]
+    if cfg.get("ns"):  # fresh /tmp, /dev/shm, ...: nothing shared with other gradings or runs
+        keep = [os.path.dirname(cfg["work"]), *cfg["needed"], cfg.get("caller_dir") or ""]
+        layers["tmp"] = list(contain.private_tmp(keep))
     # Always, uid drop or not: no_new_privs cannot be unset and every process the submission
     # starts inherits it, so the grader knows them even after setsid + double fork + env -i.
     nnp, why = contain.prctl(contain.PR_SET_NO_NEW_PRIVS, 1)

@@ -11,6 +11,9 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
 - mounts: where Python lives under a folder others cannot enter (e.g. /root/.pyenv), the child's
   own mount namespace covers that folder with a tmpfs exposing only what it needs; without a
   mount namespace the uid drop is then skipped (reported).
+- tmp: in that mount namespace, a fresh size-capped tmpfs over every folder all local users may
+  write to (/tmp, /var/tmp, /dev/shm, ...): nothing the child writes there reaches the machine,
+  other gradings or its own next start (`private_tmp`).
 - uid: as root, the child drops to an unprivileged uid/gid before it imports the student's
   module, with no_new_privs; as a normal user it keeps its uid (off, "not root"). Each sandbox
   draws a fresh uid from the run pool (`sandbox_ids`: RUN_UID_BASE + a random offset, gid the
@@ -175,7 +178,12 @@ def pool_uid(uid: int | None) -> bool:
     return RUN_UID_BASE <= uid < RUN_UID_BASE + RUN_UIDS or slot_base <= uid < slot_base + SLOT_UIDS
 
 
-SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: where a child can leave files
+# The folders every local user may write to. A child that wrote there reached others (one
+# grading's files beside another's, a file that outlived its run and blocked the next student's
+# staging, a folder like /tmp/.X11-unix that carried state across restarts), and /dev/shm's files
+# use RAM no limit counted. In its own mount namespace each child gets fresh ones (private_tmp);
+# without one, what its uid left at their top is removed when it closes (remove_leftovers).
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
 
 
 def remove_leftovers(uid: int | None) -> int:
@@ -186,7 +194,7 @@ def remove_leftovers(uid: int | None) -> int:
     if not pool_uid(uid):
         return 0
     removed = 0
-    for root in dict.fromkeys((tempfile.gettempdir(), *SHARED_DIRS)):
+    for root in dict.fromkeys((tempfile.gettempdir(), *shared_folders())):
         try:
             entries = list(os.scandir(root))
         except OSError:
@@ -514,7 +522,69 @@ def drop_privileges(ids: tuple[int, int] | None) -> tuple[bool, str]:
     return True, f"uid {uid}, gid {gid}" + (", no_new_privs" if nnp else f" (no_new_privs {why})")
 
 
-MS_BIND, MS_REC = 4096, 16384
+MS_BIND, MS_REC, MS_NOSUID, MS_NODEV = 4096, 16384, 2, 4
+MNT_DETACH = 2
+PRIVATE_TMP_OPTS = "mode=1777,size=64m,nr_inodes=16384"  # each: 64 MiB, 16K files at most
+
+
+def shared_folders() -> list[str]:
+    """The world-writable folders of SHARED_FOLDERS that exist here, symlinks resolved, once."""
+    out: list[str] = []
+    for path in SHARED_FOLDERS:
+        real = os.path.realpath(path)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(real) and os.stat(real).st_mode & 0o002 and real not in out:
+                out.append(real)
+    return out
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def tmp_plan(keep: list[str], folders: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """({shared folder to cover: the kept paths inside it, top-most only}, [folders left alone
+    because a kept path is the folder itself])."""
+    kept = sorted({p.rstrip("/") or "/" for p in keep if p})
+    kept = [p for p in kept if not any(q != p and _inside(p, q) for q in kept)]
+    plan: dict[str, list[str]] = {}
+    whole: list[str] = []
+    for folder in folders:
+        if any(_inside(folder, p) for p in kept):
+            whole.append(folder)
+        else:
+            plan[folder] = [p for p in kept if _inside(p, folder)]
+    return plan, whole
+
+
+def private_tmp(keep: list[str], folders: list[str] | None = None) -> tuple[bool, str]:
+    """In our own mount namespace: a fresh, size-capped tmpfs over each shared folder, so what the
+    child writes there dies with its namespace and it sees no one else's files. The paths in
+    `keep` that live inside one (the sandbox's own folder, Python, our package: /tmp/fresh/.venv
+    in a CI clone) are bound back at their place first. A folder whose binds fail is uncovered
+    again, and the answer says so."""
+    folders = shared_folders() if folders is None else folders
+    plan, whole = tmp_plan([os.path.realpath(p) for p in keep if p and os.path.isdir(p)], folders)
+    covered, failed = [], [f"{folder} (needed whole)" for folder in whole]
+    for folder, inside in plan.items():
+        fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in inside]
+        try:
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, PRIVATE_TMP_OPTS)
+            try:
+                for fd, path in zip(fds, inside, strict=True):
+                    os.makedirs(path, exist_ok=True)
+                    _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+            except OSError:
+                _unmount(folder)
+                raise
+            covered.append(folder)
+        except OSError as exc:
+            failed.append(f"{folder} ({exc})")
+        finally:
+            for fd in fds:
+                os.close(fd)
+    why = f"fresh {', '.join(covered)} ({PRIVATE_TMP_OPTS})" if covered else "none covered"
+    return not failed and bool(covered), why + (f"; not: {', '.join(failed)}" if failed else "")
 
 
 def needed_paths(package_dir: str) -> list[str]:
@@ -542,20 +612,24 @@ def blocked_dirs(paths: list[str]) -> dict[str, set[str]]:
     return out
 
 
+def _mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) -> None:
+    """mount(2); OSError naming both paths when it fails."""
+    args = [s.encode() if s is not None else None for s in (src, dst, fstype)]
+    rc = _libc().mount(*args, ctypes.c_ulong(flags), data.encode() if data else None)
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {src} on {dst}: {os.strerror(err)}")
+
+
+def _unmount(path: str) -> None:
+    _libc().umount2(path.encode(), MNT_DETACH)
+
+
 def expose(blocked: dict[str, set[str]], stage: str) -> tuple[bool, str]:
     """In our own mount namespace (as root): cover each blocked folder with an empty tmpfs that
     others may enter, holding bind mounts of only the entries the child needs (e.g. /root/.pyenv
     under /root): the interpreter stays readable after the uid drop; the rest stays hidden."""
-    libc = _libc()
-
-    def mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None) -> None:
-        args = [s.encode() if s is not None else None for s in (src, dst, fstype)]
-        rc = libc.mount(*args, ctypes.c_ulong(flags), data.encode() if data else None)
-        if rc != 0:
-            raise OSError(
-                ctypes.get_errno(), f"mount {src} on {dst}: {os.strerror(ctypes.get_errno())}"
-            )
-
+    mount = _mount
     try:
         for n, (folder, entries) in enumerate(sorted(blocked.items())):
             staged = []
