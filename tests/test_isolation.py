@@ -568,3 +568,20 @@ def test_private_tmp_binds_back_what_the_child_needs_inside_a_shared_folder() ->
     assert plan == {} and whole == ["/var/tmp", "/tmp"]  # "/" holds everything
     plan, whole = contain.tmp_plan(["/var/tmp/"], ["/var/tmp", "/tmp"])
     assert plan == {"/tmp": []} and whole == ["/var/tmp"]
+
+
+def test_the_package_folders_are_kept_though_an_editable_install_finds_them_by_a_finder() -> None:
+    """A CI clone under /tmp with an editable install: the child found tinytorch through the
+    install's finder, not sys.path, so the fresh /tmp kept only tinytorch/milestone07 and every
+    child died on import. The package folders themselves are now among the needed paths."""
+    import tinytorch.extensions
+
+    import tinytorch
+    from tinytorch.milestone07 import sandbox
+
+    needed = contain.needed_paths(str(sandbox._HERE))
+    for folder in [*tinytorch.__path__, *tinytorch.extensions.__path__]:
+        assert os.path.realpath(folder) in needed, folder
+    checkout = str(Path(tinytorch.__path__[0]).parent)
+    plan, _whole = contain.tmp_plan([str(sandbox._HERE), *contain.package_dirs()], [checkout])
+    assert tinytorch.__path__[0] in plan[checkout]  # bound back whole, not only milestone07

@@ -587,9 +587,24 @@ def private_tmp(keep: list[str], folders: list[str] | None = None) -> tuple[bool
     return not failed and bool(covered), why + (f"; not: {', '.join(failed)}" if failed else "")
 
 
+def package_dirs() -> list[str]:
+    """The folders the tinytorch packages come from: tinytorch/, and extensions/ (which a source
+    checkout maps as tinytorch.extensions). An editable install finds them through a finder, not
+    sys.path, so where the checkout lives in a covered folder (a CI clone under /tmp) they must be
+    named to be kept."""
+    import importlib.util
+
+    out: list[str] = []
+    for name in ("tinytorch", "tinytorch.extensions"):
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)
+            out += list(spec.submodule_search_locations or []) if spec else []
+    return out
+
+
 def needed_paths(package_dir: str) -> list[str]:
     """Folders the child must still read after the uid drop: Python, its import path, ours."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, package_dir}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, package_dir, *package_dirs()}
     paths.update(p for p in sys.path if p and os.path.isdir(p))
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     return sorted(os.path.realpath(p) for p in paths)
