@@ -159,13 +159,33 @@ tiled_matmul, fused_gelu, im2col, col2im, im2col_conv2d = (
 
 @pytest.mark.parametrize("name", sorted(EXEC_REFERENCE))
 def test_running_the_references_source_is_not_passed_when_grading(
-    name: str, tmp_path: Path
+    name: str, tmp_path: Path, monkeypatch
 ) -> None:
+    """Without a mount namespace the child reads the reference's source, and the own-work
+    fingerprints find its code however it was run."""
+    monkeypatch.setenv(contain.NAMESPACES_VAR, "0")
+    monkeypatch.setattr(contain, "_NAMESPACES", None)
     graded = run_part_a(_write(tmp_path, name, EXEC_REFERENCE[name]), grading=True)
     assert graded.verdict == "NOT_PASSED"
     (own,) = [c for c in graded.checks if c.name == "own work"]
     assert own.status == "fail" and "runs a copy of the reference's" in own.detail
     assert "tiled_matmul" in own.detail
+
+
+@pytest.mark.parametrize("name", sorted(EXEC_REFERENCE))
+def test_in_its_mount_namespace_a_grading_child_reads_the_reference_as_empty(
+    name: str, tmp_path: Path
+) -> None:
+    """With one, the reference's source reads as empty (test_isolation.py): what these files
+    run defines nothing (INCOMPLETE; NOT PASSED where the import itself then fails), whatever
+    they would do to the code."""
+    if not contain.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    graded = run_part_a(_write(tmp_path, name, EXEC_REFERENCE[name]), grading=True)
+    assert graded.verdict in ("INCOMPLETE", "NOT_PASSED"), graded.verdict
+    assert graded.isolation["reference"]["active"], graded.isolation["reference"]
+    practice = run_part_a(_write(tmp_path, name, EXEC_REFERENCE[name]))
+    assert practice.verdict == "PASS"  # a practice run reads it: the fingerprints only warn
 
 
 def test_the_references_fingerprints_are_computed_once_per_grader() -> None:

@@ -585,3 +585,58 @@ def test_the_package_folders_are_kept_though_an_editable_install_finds_them_by_a
     checkout = str(Path(tinytorch.__path__[0]).parent)
     plan, _whole = contain.tmp_plan([str(sandbox._HERE), *contain.package_dirs()], [checkout])
     assert tinytorch.__path__[0] in plan[checkout]  # bound back whole, not only milestone07
+
+
+READS_REFERENCE = """
+import os
+import numpy as np
+import tinytorch
+from tinytorch.core.tensor import Tensor
+
+def _size(path):
+    try:
+        with open(path, "rb") as fh:
+            return len(fh.read())
+    except OSError:
+        return -1
+
+def fused_gelu(x):
+    pkg = tinytorch.__path__[0]
+    checkout = os.path.dirname(pkg)
+    return Tensor(np.array([
+        _size(os.path.join(pkg, "perf", "acceleration.py")),  # the bundled reference
+        _size(os.path.join(pkg, "milestone07", "references.py")),  # the grader's float64 ones
+        _size(os.path.join(pkg, "core", "tensor.py")),  # the package itself: still there
+        os.path.exists(os.path.join(checkout, "tests")),  # mutants, a student base
+        os.path.exists(os.path.join(checkout, ".git")),  # every version, compressed
+    ], np.float64))
+"""
+
+
+@pytest.mark.parametrize("grading", [True, False])
+def test_a_grading_child_cannot_read_the_reference_or_the_checkout(
+    shared: Path, grading: bool
+) -> None:
+    """Red-teaming: code that read the reference's source at run time and compiled it with an
+    unused name added to each code object had other fingerprints, and passed own-work. In grading
+    mode the child's mount namespace now shows the reference's files empty and covers a source
+    checkout but for the packages and the venv; a practice run reads them as before."""
+    if not contain.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    checkout = contain.checkout_root()
+    with Sandbox(_write(shared, "reads_reference", READS_REFERENCE), grading=grading) as box:
+        assert box.start()["status"] == "ok"
+        ref, refs64, tensor, tests, git = _value(box)
+        assert tensor > 0  # the child still imports and reads the package
+        if grading:
+            assert (ref, refs64) == (0, 0), box.isolation.get("reference")
+            if checkout and (Path(checkout) / ".git").exists():
+                assert not git, box.isolation.get("reference")
+            if checkout and (Path(checkout) / "tests").is_dir():
+                # pytest puts tests/ on the import path, and what is on it stays; a grader's
+                # process (tito) has no such entry, and then the child sees no tests/
+                on_path = os.path.join(checkout, "tests") in map(os.path.realpath, sys.path)
+                assert bool(tests) == on_path, box.isolation.get("reference")
+            assert box.isolation["reference"]["active"], box.isolation["reference"]
+        else:
+            assert ref > 1000 and refs64 > 1000 and "reference" not in box.isolation

@@ -265,8 +265,13 @@ def worker_main(cfg: dict[str, Any]) -> None:
     if blocked:
         ids = None
         layers["uid"] = [False, f"kept: {', '.join(blocked)} cannot be read by the sandbox uid"]
+    keep = [os.path.dirname(cfg["work"]), *cfg["needed"], cfg.get("caller_dir") or ""]
+    if cfg.get("ns") and cfg.get("hide"):  # grading: no copy of the reference to read
+        stage = os.path.join(os.path.dirname(cfg["work"]), "stage-reference")
+        files, checkout = cfg["hide"]["files"], cfg["hide"]["checkout"]
+        hidden = contain.hide_reference(files, checkout, keep, stage, [cfg.get("caller_dir") or ""])
+        layers["reference"] = list(hidden)
     if cfg.get("ns"):  # fresh /tmp, /dev/shm, ...: nothing shared with other gradings or runs
-        keep = [os.path.dirname(cfg["work"]), *cfg["needed"], cfg.get("caller_dir") or ""]
         layers["tmp"] = list(contain.private_tmp(keep))
     # Always, uid drop or not: no_new_privs cannot be unset and every process the submission
     # starts inherits it, so the grader knows them even after setsid + double fork + env -i.

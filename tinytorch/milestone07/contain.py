@@ -11,6 +11,8 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
 - mounts: where Python lives under a folder others cannot enter (e.g. /root/.pyenv), the child's
   own mount namespace covers that folder with a tmpfs exposing only what it needs; without a
   mount namespace the uid drop is then skipped (reported).
+- reference (grading mode): in that mount namespace the bundled reference's files read as empty,
+  and a source checkout is covered but for the packages and the venv (`hide_reference`).
 - tmp: in that mount namespace, a fresh size-capped tmpfs over every folder all local users may
   write to (/tmp, /var/tmp, /dev/shm, ...): nothing the child writes there reaches the machine,
   other gradings or its own next start (`private_tmp`).
@@ -585,6 +587,65 @@ def private_tmp(keep: list[str], folders: list[str] | None = None) -> tuple[bool
                 os.close(fd)
     why = f"fresh {', '.join(covered)} ({PRIVATE_TMP_OPTS})" if covered else "none covered"
     return not failed and bool(covered), why + (f"; not: {', '.join(failed)}" if failed else "")
+
+
+def reference_files(modules: tuple[str, ...]) -> list[str]:
+    """The source and compiled files of `modules` (found, not imported): what a grading child
+    must not read."""
+    import importlib.util
+
+    out: list[str] = []
+    for name in modules:
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+                continue
+            src = Path(spec.origin)
+            out.append(str(src))
+            out += sorted(str(p) for p in (src.parent / "__pycache__").glob(f"{src.stem}.*.pyc"))
+    return [os.path.realpath(p) for p in out]
+
+
+def checkout_root() -> str | None:
+    """The source checkout holding the tinytorch package (its folder has pyproject.toml), or None
+    for an installed package: its tests, build folder and git objects hold copies of solutions."""
+    dirs = package_dirs()
+    if not dirs:
+        return None
+    root = os.path.dirname(os.path.realpath(dirs[0]))
+    return root if os.path.isfile(os.path.join(root, "pyproject.toml")) else None
+
+
+def hide_reference(
+    files: list[str], checkout: str | None, keep: list[str], stage: str, whole: list[str]
+) -> tuple[bool, str]:
+    """Grading, in our own mount namespace (before the uid drop): each of `files` (the bundled
+    reference, source and bytecode) reads as empty, and a source checkout is covered like
+    `expose` covers a folder, with only the entries on the way to `keep` (the packages, a venv)
+    bound back: its tests, build folder and git objects are gone. The child could read any of
+    them, compile the solution at run time and disguise its code objects past the own-work
+    fingerprints (red-teaming). The checkout on the import path itself needs only its packages;
+    a folder in `whole` (the folder a module name is imported from) keeps it whole."""
+    done = []
+    if checkout:
+        kept = [os.path.realpath(p) for p in keep if p and os.path.realpath(p) != checkout]
+        if any(_inside(checkout, os.path.realpath(p)) for p in whole if p):
+            done.append(f"checkout {checkout} kept whole (a module is imported from it)")
+        else:
+            entries = {Path(p).relative_to(checkout).parts[0] for p in kept if _inside(p, checkout)}
+            ok, why = expose({checkout: entries}, stage)
+            if not ok:
+                return False, why
+            done.append(f"checkout {checkout} covered, kept {', '.join(sorted(entries))}")
+    hidden = 0
+    try:
+        for path in files:
+            if os.path.isfile(path):
+                _mount("/dev/null", path, None, MS_BIND, None)
+                hidden += 1
+    except OSError as exc:
+        return False, str(exc)
+    return True, "; ".join([f"{hidden} reference files read as empty", *done])
 
 
 def package_dirs() -> list[str]:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from tinytorch.milestone07 import contain, wire
-from tinytorch.milestone07.child import TEXT_CAP
+from tinytorch.milestone07.child import REFERENCE_MODULES, TEXT_CAP
 from tinytorch.milestone07.contain import ChildLimits
 from tinytorch.milestone07.fingerprint import reference_fingerprints
 
@@ -288,6 +288,14 @@ def _death(exitcode: int | None, in_namespace: bool) -> str:
     return f"the child process exited with status {exitcode}"
 
 
+def _hidden() -> dict[str, Any]:
+    """What a grading child must not read: the reference's files, and the source checkout."""
+    return {
+        "files": contain.reference_files(REFERENCE_MODULES),
+        "checkout": contain.checkout_root(),
+    }
+
+
 def _pythonpath() -> str:
     """The parent's import path, so the child finds what the parent finds."""
     here = str(_HERE.parents[1])  # the folder holding the tinytorch package
@@ -384,6 +392,7 @@ class Sandbox:
             "ref_prints": reference_fingerprints() if self.grading and impl else None,
             "pkg": str(_HERE), "ns": bool(prefix), "needed": contain.needed_paths(str(_HERE)),
             "caller_dir": os.getcwd() if impl and copied is None else None,
+            "hide": _hidden() if self.grading and impl and impl not in REFERENCE_MODULES else None,
         }  # fmt: skip
         pdeath = contain.pdeath_prefix()
         cmd = [*pdeath, *prefix, sys.executable, "-c", _BOOT, json.dumps(cfg)]
