@@ -600,10 +600,22 @@ def _size(path):
     except OSError:
         return -1
 
+def _copies_nearby():  # a reference reachable from the child's own folder, which it cannot
+    found = 0            # list but can guess names in (the mounts staged there)
+    root = os.path.dirname(os.getcwd())
+    tops = [os.path.join(root, s, f"{n}-{m}") for s in ("stage", "stage-reference")
+            for n in range(3) for m in range(4)]
+    for top in [root, *tops]:
+        for folder, _dirs, files in os.walk(top):
+            found += sum(f in ("acceleration.py", "references.py")
+                         and _size(os.path.join(folder, f)) > 0 for f in files)
+    return found
+
 def fused_gelu(x):
     pkg = tinytorch.__path__[0]
     checkout = os.path.dirname(pkg)
     return Tensor(np.array([
+        _copies_nearby(),  # red-teaming found the real tinytorch/ staged in the sandbox folder
         _size(os.path.join(pkg, "perf", "acceleration.py")),  # the bundled reference
         _size(os.path.join(pkg, "milestone07", "references.py")),  # the grader's float64 ones
         _size(os.path.join(pkg, "core", "tensor.py")),  # the package itself: still there
@@ -626,10 +638,10 @@ def test_a_grading_child_cannot_read_the_reference_or_the_checkout(
     checkout = contain.checkout_root()
     with Sandbox(_write(shared, "reads_reference", READS_REFERENCE), grading=grading) as box:
         assert box.start()["status"] == "ok"
-        ref, refs64, tensor, tests, git = _value(box)
+        nearby, ref, refs64, tensor, tests, git = _value(box)
         assert tensor > 0  # the child still imports and reads the package
         if grading:
-            assert (ref, refs64) == (0, 0), box.isolation.get("reference")
+            assert (nearby, ref, refs64) == (0, 0, 0), box.isolation.get("reference")
             if checkout and (Path(checkout) / ".git").exists():
                 assert not git, box.isolation.get("reference")
             if checkout and (Path(checkout) / "tests").is_dir():
@@ -640,3 +652,142 @@ def test_a_grading_child_cannot_read_the_reference_or_the_checkout(
             assert box.isolation["reference"]["active"], box.isolation["reference"]
         else:
             assert ref > 1000 and refs64 > 1000 and "reference" not in box.isolation
+
+
+SYSV_SHM = """
+import ctypes
+import numpy as np
+from tinytorch.core.tensor import Tensor
+
+def fused_gelu(x):
+    libc = ctypes.CDLL(None, use_errno=True)
+    shmid = libc.shmget({key}, 1 << 20, 0o1666)  # IPC_CREAT | 0666: outlives the process
+    return Tensor(np.array([shmid], np.float64))
+"""
+
+
+def test_a_childs_sysv_shared_memory_never_reaches_the_host(shared: Path) -> None:
+    """Red-teaming: the child shared the host's IPC namespace, so a SysV segment (or a message
+    queue) it made outlived it, readable by the next grading, in RAM no cap counted. The child now
+    has an IPC namespace of its own."""
+    if not contain.namespace_prefix()[0]:
+        pytest.skip(f"no namespaces for the child: {contain.namespace_prefix()[1]}")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x7E570000 + (uuid.uuid4().int & 0xFFFF)
+    try:
+        with Sandbox(_write(shared, "sysv_shm", SYSV_SHM.replace("{key}", str(key)))) as box:
+            assert box.start()["status"] == "ok"
+            (shmid,) = _value(box)
+            assert shmid >= 0  # the child made its segment
+            assert libc.shmget(key, 0, 0) == -1  # ... in its own namespace: the host has none
+        assert libc.shmget(key, 0, 0) == -1
+    finally:
+        found = libc.shmget(key, 0, 0)
+        if found >= 0:
+            libc.shmctl(found, 0, None)  # IPC_RMID: never leave one behind
+
+
+def test_removing_a_sandbox_folder_survives_any_depth(tmp_path: Path) -> None:
+    """Red-teaming: 1500 nested folders in the child's own made shutil.rmtree raise
+    RecursionError (not OSError, so ignore_errors let it through): that grading was ERROR, and so
+    was every later one, whose stale sweep met the same folder."""
+    root = tmp_path / "tt-sandbox-1-deep"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(1500):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    contain.remove_dir(str(root))
+    assert not root.exists()
+
+
+FILLS_WORKDIR = """
+import os
+import numpy as np
+from tinytorch.core.tensor import Tensor
+
+def fused_gelu(x):
+    written = 0
+    try:
+        for i in range(8):  # 8 x 20 MiB, each under the 64 MiB file-size limit
+            with open(f"fill-{i}.bin", "wb") as fh:
+                for _ in range(20):
+                    fh.write(b"x" * (1 << 20))
+                    written += 1
+    except OSError:
+        pass
+    own = os.path.exists(os.path.basename(__file__))  # its own copy is still beside it
+    return Tensor(np.array([written, own], np.float64))
+"""
+
+
+def test_a_childs_workdir_is_a_capped_tmpfs_of_its_own(shared: Path) -> None:
+    """Red-teaming: the workdir sat on the host's disk, where only the file-size limit held, so
+    many files under it filled the disk (4 x 60 MiB). In its mount namespace the child's workdir
+    is a tmpfs of its own, capped at 64 MiB, with the submission's copy moved in."""
+    if not contain.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    with Sandbox(_write(shared, "fills_workdir", FILLS_WORKDIR)) as box:
+        assert box.start()["status"] == "ok"
+        assert box.isolation["workdir"]["active"], box.isolation["workdir"]
+        written, own = _value(box)
+        assert own == 1.0
+        assert 40 <= written <= 64, written  # MiB: stopped by the 64 MiB tmpfs, not at 160
+        host_work = Path(box._root) / "work"
+        assert not list(host_work.glob("fill-*")), "the child's files reached the host's disk"
+
+
+READS_A_COPY = """
+import numpy as np
+from tinytorch.core.tensor import Tensor
+
+def fused_gelu(x):
+    try:
+        with open("{copy}", "rb") as fh:
+            size = len(fh.read())
+    except OSError:
+        size = -1
+    return Tensor(np.array([size], np.float64))
+"""
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("grading", [True, False])
+def test_a_grading_child_sees_no_copy_of_the_reference_elsewhere(
+    shared: Path, grading: bool
+) -> None:
+    """Red-teaming: another clone on the machine (/work/ci) held the reference, and a grading
+    child loaded it at its first call, past the own-work fingerprints: PASS. A grading child now
+    sees only the system's top-level folders whole; the others are covered but for what it
+    needs. A practice child still reads them."""
+    if not contain.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    from tinytorch.release import reference_path
+
+    elsewhere = Path(tempfile.mkdtemp(prefix="tt-another-clone-", dir="/"))
+    try:
+        elsewhere.chmod(0o755)
+        copy = elsewhere / "tinytorch" / "perf" / "acceleration.py"
+        copy.parent.mkdir(parents=True)
+        copy.write_text(reference_path(17).read_text())
+        copy.chmod(0o644)
+        copy.parent.chmod(0o755)
+        copy.parent.parent.chmod(0o755)
+        body = READS_A_COPY.replace("{copy}", str(copy))
+        with Sandbox(_write(shared, "reads_a_copy", body), grading=grading) as box:
+            assert box.start()["status"] == "ok"
+            (size,) = _value(box)
+            if grading:
+                assert size == -1, box.isolation.get("elsewhere")
+                assert box.isolation["elsewhere"]["active"], box.isolation["elsewhere"]
+            else:
+                assert size == copy.stat().st_size
+    finally:
+        subprocess.run(["rm", "-rf", str(elsewhere)], check=False)

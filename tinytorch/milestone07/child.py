@@ -271,8 +271,10 @@ def worker_main(cfg: dict[str, Any]) -> None:
         files, checkout = cfg["hide"]["files"], cfg["hide"]["checkout"]
         hidden = contain.hide_reference(files, checkout, keep, stage, [cfg.get("caller_dir") or ""])
         layers["reference"] = list(hidden)
+        layers["elsewhere"] = list(contain.hide_elsewhere(keep))
     if cfg.get("ns"):  # fresh /tmp, /dev/shm, ...: nothing shared with other gradings or runs
         layers["tmp"] = list(contain.private_tmp(keep))
+        layers["workdir"] = list(contain.private_workdir(cfg["work"], ids))
     # Always, uid drop or not: no_new_privs cannot be unset and every process the submission
     # starts inherits it, so the grader knows them even after setsid + double fork + env -i.
     nnp, why = contain.prctl(contain.PR_SET_NO_NEW_PRIVS, 1)

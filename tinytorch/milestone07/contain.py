@@ -4,15 +4,16 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
 - session: the child leads its own session and process group (always).
 - subreaper: the grader is a child subreaper (Linux prctl), so orphans come back to it.
 - pdeathsig: the child (and the `unshare` wrapper) die with SIGKILL when the grader dies (Linux).
-- namespaces: `unshare --pid --fork --net --mount-proc` (as root) or with `--user --map-root-user`
+- namespaces: `unshare --pid --fork --net --ipc --mount-proc` (as root) or with `--user --map-root-user`
   (unprivileged user namespaces): nothing outlives pid 1 of the namespace, and there is no network.
   Refused (e.g. a container without CAP_SYS_ADMIN) or TINYTORCH_SANDBOX_NAMESPACES=0: off, and the
   tree kill below does the work.
 - mounts: where Python lives under a folder others cannot enter (e.g. /root/.pyenv), the child's
   own mount namespace covers that folder with a tmpfs exposing only what it needs; without a
   mount namespace the uid drop is then skipped (reported).
-- reference (grading mode): in that mount namespace the bundled reference's files read as empty,
-  and a source checkout is covered but for the packages and the venv (`hide_reference`).
+- reference, elsewhere (grading mode): in that mount namespace the bundled reference's files read
+  as empty, a source checkout is covered but for the packages and the venv (`hide_reference`),
+  and so is every top-level folder but the system's (`hide_elsewhere`).
 - tmp: in that mount namespace, a fresh size-capped tmpfs over every folder all local users may
   write to (/tmp, /var/tmp, /dev/shm, ...): nothing the child writes there reaches the machine,
   other gradings or its own next start (`private_tmp`).
@@ -24,7 +25,8 @@ Layers (each reported in `Sandbox.isolation` as active or not, and why):
   grader (tito grade-class --jobs N) gives each slot its uid from the slot pool (`slot_ids`:
   SLOT_UID_BASE + slot). Either way no student's process can read or write another's workdir,
   nor signal or ptrace its processes.
-- workdir and env: a fresh private folder holding a copy of the submission; a trimmed environment.
+- workdir and env: a fresh private folder holding a copy of the submission (in the mount
+  namespace, on a capped tmpfs of its own: `private_workdir`); a trimmed environment.
 - limits: RLIMIT_AS / CPU / FSIZE / NPROC, and no core dumps.
 The tree kill (`kill_tree`) finds what the child started by session, process group, ancestry and
 a per-sandbox token in the environment, SIGKILLs it all and reaps what was reparented to us.
@@ -118,7 +120,9 @@ def namespace_prefix() -> tuple[list[str], str]:
     if not LINUX or unshare is None:
         _NAMESPACES = [], "no unshare command" if LINUX else "not Linux"
         return _NAMESPACES
-    base = [unshare, "--pid", "--fork", "--kill-child", "--net", "--mount-proc"]
+    # --ipc: SysV shared memory and message queues, and POSIX ones, outlived the child in the
+    # host's IPC namespace (red-teaming): a channel between gradings, and RAM no cap counted.
+    base = [unshare, "--pid", "--fork", "--kill-child", "--net", "--ipc", "--mount-proc"]
     tries = [base] if os.geteuid() == 0 else []
     tries.append(base[:1] + ["--user", "--map-root-user"] + base[1:])
     why = ""
@@ -206,7 +210,7 @@ def remove_leftovers(uid: int | None) -> int:
                 if entry.stat(follow_symlinks=False).st_uid != uid:
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
+                    remove_tree(entry.path)
                 else:
                     os.unlink(entry.path)
                 removed += 1
@@ -330,13 +334,32 @@ def _sweep_stale() -> None:
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(str(path))
         except OSError:
             pass
 
 
 def remove_dir(root: str) -> None:
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)
+
+
+def remove_tree(path: str) -> None:
+    """shutil.rmtree that survives any depth. Python 3.11's rmtree recurses, and its
+    RecursionError escapes ignore_errors: a child that nested 1500 folders in its own made that
+    grading ERROR, and every later one too (the stale sweep hit the same folder). rm -rf does
+    not recurse on a stack."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                ["rm", "-rf", "--", path],
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=300,
+            )
 
 
 # ---- the tree kill (parent side) --------------------------------------------------------------
@@ -544,6 +567,31 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def private_workdir(work: str, ids: tuple[int, int] | None) -> tuple[bool, str]:
+    """In our own mount namespace: the workdir's files moved onto a fresh tmpfs of its own (the
+    sandbox uid's, 0700, capped like the shared folders). On the host's disk, only RLIMIT_FSIZE
+    held, per file, so a child could fill the disk with many files under the cap (red-teaming:
+    4 x 60 MiB)."""
+    try:
+        files = {}
+        for entry in os.scandir(work):
+            if entry.is_file(follow_symlinks=False):
+                with open(entry.path, "rb") as fh:
+                    files[entry.name] = fh.read()
+        owner = f",uid={ids[0]},gid={ids[1]}" if ids else ""
+        opts = PRIVATE_TMP_OPTS.replace("mode=1777", "mode=0700") + owner
+        _mount("tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV, opts)
+        for name, data in files.items():
+            path = os.path.join(work, name)
+            with open(path, "wb") as fh:
+                fh.write(data)
+            if ids:
+                os.chown(path, *ids)
+    except OSError as exc:
+        return False, f"on the host's disk: {exc}"
+    return True, f"private {work}, {len(files)} files copied in, on its own tmpfs ({opts})"
+
+
 def tmp_plan(keep: list[str], folders: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     """({shared folder to cover: the kept paths inside it, top-most only}, [folders left alone
     because a kept path is the folder itself])."""
@@ -559,19 +607,15 @@ def tmp_plan(keep: list[str], folders: list[str]) -> tuple[dict[str, list[str]],
     return plan, whole
 
 
-def private_tmp(keep: list[str], folders: list[str] | None = None) -> tuple[bool, str]:
-    """In our own mount namespace: a fresh, size-capped tmpfs over each shared folder, so what the
-    child writes there dies with its namespace and it sees no one else's files. The paths in
-    `keep` that live inside one (the sandbox's own folder, Python, our package: /tmp/fresh/.venv
-    in a CI clone) are bound back at their place first. A folder whose binds fail is uncovered
-    again, and the answer says so."""
-    folders = shared_folders() if folders is None else folders
+def _cover(folders: list[str], keep: list[str], opts: str) -> tuple[list[str], list[str]]:
+    """A fresh tmpfs (`opts`) over each of `folders`, the paths of `keep` inside one bound back at
+    their place first (tmp_plan); ([covered], [folder (why not)])."""
     plan, whole = tmp_plan([os.path.realpath(p) for p in keep if p and os.path.isdir(p)], folders)
     covered, failed = [], [f"{folder} (needed whole)" for folder in whole]
     for folder, inside in plan.items():
         fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in inside]
         try:
-            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, PRIVATE_TMP_OPTS)
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, opts)
             try:
                 for fd, path in zip(fds, inside, strict=True):
                     os.makedirs(path, exist_ok=True)
@@ -585,8 +629,48 @@ def private_tmp(keep: list[str], folders: list[str] | None = None) -> tuple[bool
         finally:
             for fd in fds:
                 os.close(fd)
+    return covered, failed
+
+
+def private_tmp(keep: list[str], folders: list[str] | None = None) -> tuple[bool, str]:
+    """In our own mount namespace: a fresh, size-capped tmpfs over each shared folder, so what the
+    child writes there dies with its namespace and it sees no one else's files. The paths in
+    `keep` that live inside one (the sandbox's own folder, Python, our package: /tmp/fresh/.venv
+    in a CI clone) are bound back at their place first. A folder whose binds fail is uncovered
+    again, and the answer says so."""
+    covered, failed = _cover(
+        shared_folders() if folders is None else folders, keep, PRIVATE_TMP_OPTS
+    )
     why = f"fresh {', '.join(covered)} ({PRIVATE_TMP_OPTS})" if covered else "none covered"
     return not failed and bool(covered), why + (f"; not: {', '.join(failed)}" if failed else "")
+
+
+# Top-level folders a grading child still sees whole: the system (libraries, config, devices)
+# and the shared folders, which private_tmp replaces anyway. Every other one (/home, /work, /srv,
+# /opt, /mnt, ...) is covered but for the paths the child needs.
+SYSTEM_TOPS = ("bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run", "sbin",
+               "sys", "tmp", "usr", "var")  # fmt: skip
+COVER_OPTS = "mode=0755,size=64k,nr_inodes=4096"
+
+
+def other_tops(root: str = "/") -> list[str]:
+    """The top-level folders of `root` that are not SYSTEM_TOPS (links left alone)."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    paths = [os.path.join(root, n) for n in names if n not in SYSTEM_TOPS]
+    return [p for p in paths if os.path.isdir(p) and not os.path.islink(p)]
+
+
+def hide_elsewhere(keep: list[str]) -> tuple[bool, str]:
+    """Grading, in our own mount namespace: every top-level folder but the system's is covered
+    but for the paths the child needs, so another clone, a class folder or a student's home
+    holding a copy of the reference is out of its sight (red-teaming read one in another
+    checkout: hide_reference covers only the grader's own)."""
+    covered, failed = _cover(other_tops(), keep, COVER_OPTS)
+    why = f"covered {', '.join(covered)} but for what the child needs" if covered else "none"
+    return not failed, why + (f"; not: {', '.join(failed)}" if failed else "")
 
 
 def reference_files(modules: tuple[str, ...]) -> list[str]:
@@ -719,6 +803,11 @@ def expose(blocked: dict[str, set[str]], stage: str) -> tuple[bool, str]:
             for entry, dst in staged:
                 os.makedirs(os.path.join(folder, entry), exist_ok=True)
                 mount(dst, os.path.join(folder, entry), None, MS_BIND | MS_REC, None)
+            # The staged binds sit in the sandbox's own folder, which the child can walk: left
+            # mounted, stage/0-2 showed the real tinytorch/ past hide_reference's /dev/null
+            # (red-teaming read the reference there). Bound back, they are not needed.
+            for _entry, dst in staged:
+                _unmount(dst)
     except OSError as exc:
         return False, str(exc)
     return True, "exposed " + ", ".join(
