@@ -271,7 +271,7 @@ def worker_main(cfg: dict[str, Any]) -> None:
         files, checkout = cfg["hide"]["files"], cfg["hide"]["checkout"]
         hidden = contain.hide_reference(files, checkout, keep, stage, [cfg.get("caller_dir") or ""])
         layers["reference"] = list(hidden)
-        layers["elsewhere"] = list(contain.hide_elsewhere(keep))
+        layers["elsewhere"] = list(contain.hide_elsewhere(keep, dropping=ids is not None))
     if cfg.get("ns"):  # fresh /tmp, /dev/shm, ...: nothing shared with other gradings or runs
         layers["tmp"] = list(contain.private_tmp(keep))
         layers["workdir"] = list(contain.private_workdir(cfg["work"], ids))

@@ -483,12 +483,13 @@ class Sandbox:
 
         A call request may carry "out_cap": the most elements its output may have (default:
         generous, from the inputs); it is not sent to the child."""
-        deadline = time.monotonic() + timeout
         loaded = self.info is not None and self.info.get("status") == "ok"
         # A restart (the last call killed the child) imports the module again within this
-        # request's time: an import that stalls only on a restart must not stretch each call
-        # by START_TIMEOUT_S, past the per-case timeout and the run's budget.
+        # request's timeout: an import that stalls only on a restart must not stretch each call
+        # by START_TIMEOUT_S, past the per-case timeout and the run's budget. The call then gets
+        # its own timeout: a restart takes 0.3-0.5 s here, which a 0.5 s timeout cannot hold both.
         info = self.start(timeout if self.info is not None else None)
+        deadline = time.monotonic() + timeout
         if loaded and info.get("status") != "ok":
             status = str(info.get("status", "crash")).removeprefix("import_")
             status = status if status in ("timeout", "crash", "protocol") else "crash"
