@@ -267,9 +267,8 @@ def worker_main(cfg: dict[str, Any]) -> None:
         layers["uid"] = [False, f"kept: {', '.join(blocked)} cannot be read by the sandbox uid"]
     keep = [os.path.dirname(cfg["work"]), *cfg["needed"], cfg.get("caller_dir") or ""]
     if cfg.get("ns") and cfg.get("hide"):  # grading: no copy of the reference to read
-        stage = os.path.join(os.path.dirname(cfg["work"]), "stage-reference")
         files, checkout = cfg["hide"]["files"], cfg["hide"]["checkout"]
-        hidden = contain.hide_reference(files, checkout, keep, stage, [cfg.get("caller_dir") or ""])
+        hidden = contain.hide_reference(files, checkout, keep, [cfg.get("caller_dir") or ""])
         layers["reference"] = list(hidden)
         layers["elsewhere"] = list(contain.hide_elsewhere(keep, dropping=ids is not None))
     if cfg.get("ns"):  # fresh /tmp, /dev/shm, ...: nothing shared with other gradings or runs

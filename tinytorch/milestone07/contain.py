@@ -632,15 +632,13 @@ def _cover(folders: list[str], keep: list[str], opts: str) -> tuple[list[str], l
     return covered, failed
 
 
-def private_tmp(keep: list[str], folders: list[str] | None = None) -> tuple[bool, str]:
+def private_tmp(keep: list[str]) -> tuple[bool, str]:
     """In our own mount namespace: a fresh, size-capped tmpfs over each shared folder, so what the
     child writes there dies with its namespace and it sees no one else's files. The paths in
     `keep` that live inside one (the sandbox's own folder, Python, our package: /tmp/fresh/.venv
     in a CI clone) are bound back at their place first. A folder whose binds fail is uncovered
     again, and the answer says so."""
-    covered, failed = _cover(
-        shared_folders() if folders is None else folders, keep, PRIVATE_TMP_OPTS
-    )
+    covered, failed = _cover(shared_folders(), keep, PRIVATE_TMP_OPTS)
     why = f"fresh {', '.join(covered)} ({PRIVATE_TMP_OPTS})" if covered else "none covered"
     return not failed and bool(covered), why + (f"; not: {', '.join(failed)}" if failed else "")
 
@@ -713,26 +711,25 @@ def checkout_root() -> str | None:
 
 
 def hide_reference(
-    files: list[str], checkout: str | None, keep: list[str], stage: str, whole: list[str]
+    files: list[str], checkout: str | None, keep: list[str], whole: list[str]
 ) -> tuple[bool, str]:
     """Grading, in our own mount namespace (before the uid drop): each of `files` (the bundled
-    reference, source and bytecode) reads as empty, and a source checkout is covered like
-    `expose` covers a folder, with only the entries on the way to `keep` (the packages, a venv)
+    reference, source and bytecode) reads as empty, and a source checkout is covered like the
+    shared folders (`_cover`), with only the paths of `keep` inside it (the packages, a venv)
     bound back: its tests, build folder and git objects are gone. The child could read any of
     them, compile the solution at run time and disguise its code objects past the own-work
     fingerprints (red-teaming). The checkout on the import path itself needs only its packages;
     a folder in `whole` (the folder a module name is imported from) keeps it whole."""
     done = []
     if checkout:
-        kept = [os.path.realpath(p) for p in keep if p and os.path.realpath(p) != checkout]
+        kept = [p for p in keep if p and os.path.realpath(p) != checkout]
         if any(_inside(checkout, os.path.realpath(p)) for p in whole if p):
             done.append(f"checkout {checkout} kept whole (a module is imported from it)")
         else:
-            entries = {Path(p).relative_to(checkout).parts[0] for p in kept if _inside(p, checkout)}
-            ok, why = expose({checkout: entries}, stage)
-            if not ok:
-                return False, why
-            done.append(f"checkout {checkout} covered, kept {', '.join(sorted(entries))}")
+            _covered, failed = _cover([checkout], kept, COVER_OPTS)
+            if failed:
+                return False, "; ".join(failed)
+            done.append(f"checkout {checkout} covered but for what the child needs")
     hidden = 0
     try:
         for path in files:
