@@ -58,7 +58,7 @@ OPENMP_SETTLE_S = 0.03
 # through the hypervisor; per_call's min_calls samples outvote it.
 
 
-def _settle(names: list[str]) -> dict[str, float]:
+def settle_pauses(names: list[str]) -> dict[str, float]:
     """The pause after each sample that can leave threads spinning: every OpenBLAS one (leaving
     threadpool_limits(1) re-arms its 2-thread pool) and every 2-thread OpenMP one."""
     settle = {name: OPENMP_SETTLE_S for name in names if "2t" in name}
@@ -96,7 +96,7 @@ def _timed(
     """
     helper = (lambda: torch.cpu_s) if torch is not None else None
     with LoadMeter(helper_cpu=helper) as meter:
-        out = interleaved(fns, rounds, settle=_settle(list(fns)))
+        out = interleaved(fns, rounds, settle=settle_pauses(list(fns)))
     return out, meter.load.cores
 
 
@@ -190,7 +190,7 @@ def _ukernel_row(rounds: int, quick: bool, ceilings: dict[str, Any]) -> dict[str
     return row
 
 
-def _gemm_atol(k: int) -> float:
+def gemm_atol(k: int) -> float:
     """float32 GEMM error bound used by the checks: grows with sqrt(K) for N(0, 1) inputs."""
     return 1e-4 * np.sqrt(k) * 4
 
@@ -199,7 +199,7 @@ def _gemm_row(n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str
     problem = profiling.gemm(n)
     a, b = problem.inputs()  # (n, n) each
     ref = problem.reference(a, b)
-    checks.append(_check(f"gemm {n} c++", simd.matmul(a, b), ref, _gemm_atol(n)))
+    checks.append(_check(f"gemm {n} c++", simd.matmul(a, b), ref, gemm_atol(n)))
     c1, c2 = np.empty_like(a), np.empty_like(a)  # outputs reused: time the kernels, not mmap
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
@@ -277,7 +277,7 @@ def _fused_row(n: int, rounds: int, checks: list) -> dict[str, Any]:
     (a, b), (_x, bias) = problem.inputs(), epilogue.inputs()
     ref = epilogue.reference(problem.reference(a, b), bias)
     got = simd.matmul_bias_gelu(a, b, bias)
-    checks.append(_check(f"gemm+bias+gelu {n} fused", got, ref, _gemm_atol(n)))
+    checks.append(_check(f"gemm+bias+gelu {n} fused", got, ref, gemm_atol(n)))
     c1, c2 = np.empty_like(a), np.empty_like(a)
     t = THREADS[-1]
 

@@ -45,36 +45,47 @@ def _load() -> ctypes.CDLL:
         except Exception as exc:  # noqa: BLE001 - any failure means "not available", with the reason
             _error = f"{type(exc).__name__}: {exc}"
             raise RuntimeError(_error) from None
-        lib.tt_isa.restype = ctypes.c_char_p
-        lib.tt_openmp.restype = ctypes.c_int
-        lib.tt_sgemm.restype = ctypes.c_int
-        lib.tt_sgemm.argtypes = [_f32p, _f32p, _f32p, _size, _size, _size, _size, _size, _size,
-                                 _f32p, ctypes.c_int]  # fmt: skip
-        lib.tt_bias_gelu.restype = ctypes.c_int
-        lib.tt_bias_gelu.argtypes = [_f32p, _f32p, _f32p, _size, _size, ctypes.c_int]
-        lib.tt_copy.restype = ctypes.c_int
-        lib.tt_copy.argtypes = [_f32p, _f32p, _size, ctypes.c_int]
-        lib.tt_team_size.restype = ctypes.c_int
-        lib.tt_team_size.argtypes = [ctypes.c_int]
-        lib.tt_fma_peak.restype = ctypes.c_double
-        lib.tt_fma_peak.argtypes = [_size, ctypes.c_int]
-        lib.tt_ukernel_gflops.restype = ctypes.c_double
-        lib.tt_ukernel_gflops.argtypes = [_size, _size, _size]
-        lib.tt_microkernel.restype = ctypes.c_char_p
-        lib.tt_set_blocks.restype = ctypes.c_int
-        lib.tt_set_blocks.argtypes = [_size, _size, _size]
-        lib.tt_block.restype = ctypes.c_long
-        lib.tt_block.argtypes = [ctypes.c_int]
-        blocks = gemm_blocks(lib.tt_mr(), lib.tt_nr())
-        if lib.tt_set_blocks(blocks["KC"], blocks["MC"], blocks["NC"]) != 0:
-            _error = f"tt_set_blocks rejected {blocks}"
-            raise RuntimeError(_error)
-        # What the library really uses (it rounds MC and NC up to multiples of MR and NR).
-        blocks.update(KC=lib.tt_block(0), MC=lib.tt_block(1), NC=lib.tt_block(2))
+        try:
+            blocks = prepare(lib)
+        except RuntimeError as exc:
+            _error = str(exc)
+            raise
         _blocks.clear()
         _blocks.update(blocks)
         _lib, _result = lib, res
         return lib
+
+
+def prepare(lib: ctypes.CDLL) -> dict[str, Any]:
+    """Declare the C signatures on a freshly loaded kernels library and set its GEMM blocks from
+    this CPU's caches (gemm_blocks); returns the blocks it really uses. _load calls it, and so
+    does benchmarks/bench_gemm_change.py on the library built from another revision."""
+    lib.tt_isa.restype = ctypes.c_char_p
+    lib.tt_openmp.restype = ctypes.c_int
+    lib.tt_sgemm.restype = ctypes.c_int
+    lib.tt_sgemm.argtypes = [_f32p, _f32p, _f32p, _size, _size, _size, _size, _size, _size,
+                             _f32p, ctypes.c_int]  # fmt: skip
+    lib.tt_bias_gelu.restype = ctypes.c_int
+    lib.tt_bias_gelu.argtypes = [_f32p, _f32p, _f32p, _size, _size, ctypes.c_int]
+    lib.tt_copy.restype = ctypes.c_int
+    lib.tt_copy.argtypes = [_f32p, _f32p, _size, ctypes.c_int]
+    lib.tt_team_size.restype = ctypes.c_int
+    lib.tt_team_size.argtypes = [ctypes.c_int]
+    lib.tt_fma_peak.restype = ctypes.c_double
+    lib.tt_fma_peak.argtypes = [_size, ctypes.c_int]
+    lib.tt_ukernel_gflops.restype = ctypes.c_double
+    lib.tt_ukernel_gflops.argtypes = [_size, _size, _size]
+    lib.tt_microkernel.restype = ctypes.c_char_p
+    lib.tt_set_blocks.restype = ctypes.c_int
+    lib.tt_set_blocks.argtypes = [_size, _size, _size]
+    lib.tt_block.restype = ctypes.c_long
+    lib.tt_block.argtypes = [ctypes.c_int]
+    blocks = gemm_blocks(lib.tt_mr(), lib.tt_nr())
+    if lib.tt_set_blocks(blocks["KC"], blocks["MC"], blocks["NC"]) != 0:
+        raise RuntimeError(f"tt_set_blocks rejected {blocks}")
+    # What the library really uses (it rounds MC and NC up to multiples of MR and NR).
+    blocks.update(KC=lib.tt_block(0), MC=lib.tt_block(1), NC=lib.tt_block(2))
+    return blocks
 
 
 def gemm_blocks(
