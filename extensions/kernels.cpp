@@ -887,16 +887,25 @@ static void bias_gelu_stream(const float* X, const float* bias, float* Y, size_t
         const size_t end = lead + std::min(body, (t + 1) * item);
         size_t col = i % cols;
         alignas(64) float wrapped[16];
-        for (; i < end; i += 16) {
-            prefetch_ahead(X + i);
+        while (i < end) {
+            // the lines that end inside this row, with no check per line, then the one that
+            // crosses the row's end (if any) with its bias wrapped
+            const size_t stop = std::min(end, i + (cols - col) / 16 * 16);
             const float* b = bias + col;
-            if (col + 16 > cols) {  // this line of Y crosses the end of a row
-                for (size_t l = 0; l < 16; ++l) wrapped[l] = bias[(col + l) % cols];
-                b = wrapped;
+            for (; i < stop; i += 16, b += 16) {
+                prefetch_ahead(X + i);
+                gelu16_stream(X + i, b, Y + i);
             }
-            gelu16_stream(X + i, b, Y + i);
-            col += 16;
-            while (col >= cols) col -= cols;
+            col = static_cast<size_t>(b - bias);
+            if (col == cols) col = 0;
+            if (i < end && col + 16 > cols) {
+                for (size_t l = 0; l < 16; ++l) wrapped[l] = bias[(col + l) % cols];
+                prefetch_ahead(X + i);
+                gelu16_stream(X + i, wrapped, Y + i);
+                i += 16;
+                col += 16;
+                while (col >= cols) col -= cols;
+            }
         }
         _mm_sfence();  // streamed stores are weakly ordered: publish before the region ends
     }

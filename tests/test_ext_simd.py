@@ -345,6 +345,25 @@ def test_large_outputs_take_the_streaming_store_path_correctly() -> None:
         assert np.array_equal(simd.copy(big[start:], threads=2), big[start:])
 
 
+@pytest.mark.parametrize(
+    ("rows", "cols", "shift"),
+    [(2_100_001, 5, 0), (524_289, 16, 1), (8_200, 1_024, 3), (4_097, 2_064, 0)],
+)
+def test_streaming_bias_gelu_wraps_the_bias_at_every_row_end(
+    rows: int, cols: int, shift: int
+) -> None:
+    """The streaming loop runs whole 64-byte lines of Y over the flat index: a row narrower than a
+    line (5), rows of exactly one line (16), and Y shifted off its 64-byte boundary by `shift`
+    floats, so lines cross every row end at a different column."""
+    rng = np.random.default_rng(rows)
+    x = (rng.standard_normal((rows, cols)) * 3).astype(np.float32)  # (rows, cols): >= 32 MiB
+    bias = rng.standard_normal(cols).astype(np.float32)  # (cols,)
+    buf = np.empty(rows * cols + 16, dtype=np.float32)
+    out = buf[shift : shift + rows * cols].reshape(rows, cols)  # Y misaligned by `shift` floats
+    simd.fused_bias_gelu(x, bias, threads=2, out=out)
+    np.testing.assert_allclose(out, gelu64(x + bias), atol=1e-6)
+
+
 def test_the_micro_kernel_alone_reports_a_rate_and_rejects_bad_slivers() -> None:
     """tito bench's 'micro-kernel alone' line: a positive, finite rate of the kernel the GEMM
     calls, on one thread; far under the FMA peak it would be a broken measurement."""
