@@ -1,4 +1,4 @@
-"""benchmarks/bench_gemm_change.py: the base library really is built from the base revision, and
+"""benchmarks/bench_kernel_change.py: the base library really is built from the base revision, and
 the script runs end to end on one tiny round (a smoke test; nothing here is timed against anything)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from tinytorch.extensions import simd
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "bench_gemm_change.py"
+SCRIPT = ROOT / "benchmarks" / "bench_kernel_change.py"
 OK, REASON = simd.available()
 pytestmark = [
     pytest.mark.skipif(not OK, reason=f"C++ kernels unavailable: {REASON}"),
@@ -24,9 +24,10 @@ pytestmark = [
 
 
 def _script() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_gemm_change", SCRIPT)
+    spec = importlib.util.spec_from_file_location("bench_kernel_change", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -67,14 +68,30 @@ def test_an_unknown_base_is_refused_by_name() -> None:
 
 
 @pytest.mark.slow
-def test_one_round_prints_the_paired_ratios() -> None:
+def test_one_round_prints_the_paired_ratios_of_both_kernels() -> None:
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--base", "HEAD", "--sizes", "40", "--threads", "1,2",
-         "--rounds", "1"],
+        [sys.executable, str(SCRIPT), "--base", "HEAD", "--sizes", "40", "--gelu", "64x40",
+         "--threads", "1,2", "--rounds", "1"],
         capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
-    rows = [line for line in out.stdout.splitlines() if re.match(r"\s+40 \|\s+[12] \|", line)]
-    assert len(rows) == 2, out.stdout
-    for row in rows:
-        assert len(re.findall(r"\d+\.\d{3}x", row)) == 3, row
+    for label, anchor, unit in (
+        ("gemm 40", "OpenBLAS", "GFLOP/s"),
+        ("bias\\+gelu 64x40", "copy", "GB/s"),
+    ):
+        rows = [
+            line for line in out.stdout.splitlines()
+            if re.match(rf"\s*{label} \|\s+[12] \|.* {anchor} [\d.]+ \|", line)
+        ]  # fmt: skip
+        assert len(rows) == 2, out.stdout
+        for row in rows:
+            assert len(re.findall(r"\d+\.\d{3}x", row)) == 3 and row.endswith(unit), row
+
+
+def test_a_bad_gelu_shape_is_refused_by_name() -> None:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--gelu", "4096by4096"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "--gelu" in out.stderr and "ROWSxCOLS" in out.stderr, out.stderr
