@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 from tinytorch.extensions import build, simd
-from tinytorch.extensions.benchmark import gemm_atol, settle_pauses
+from tinytorch.extensions.benchmark import check, gemm_atol, settle_pauses
 
 from tinytorch import profiling
 
@@ -78,8 +78,9 @@ def sgemm(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray, c: np.ndarray, threads
 
 
 def _check(name: str, got: np.ndarray, ref: np.ndarray, atol: float) -> None:
-    err = float(np.abs(got.astype(np.float64) - ref).max(initial=0.0))
-    if not err <= atol:
+    result = check(name, got, ref, atol)
+    if not result["ok"]:
+        err = result["max_abs_err"]
         raise SystemExit(f"{name}: max abs error {err:.2e} > {atol:.1e}; not timing a wrong kernel")
 
 
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         raise SystemExit(f"the C++ kernels are not available here: {why}")
     with tempfile.TemporaryDirectory(prefix="tt-base-") as tmp:
-        libs = {"base": base_library(args.base, Path(tmp)), "change": simd._load()}
+        libs = {"base": base_library(args.base, Path(tmp)), "change": simd.library()}
     info = simd.build_info()
     blocks = {k: v for k, v in (info["blocks"] or {}).items() if k != "source"}
     print(f"base: {args.base} | change: the working tree | {info['microkernel']} | {blocks}")

@@ -82,7 +82,8 @@ def blas_info() -> list[dict[str, Any]]:
     ]
 
 
-def _check(name: str, got: np.ndarray, ref: np.ndarray, atol: float) -> dict[str, Any]:
+def check(name: str, got: np.ndarray, ref: np.ndarray, atol: float) -> dict[str, Any]:
+    """A correctness record: the max abs error of `got` against the float64 `ref`, and ok."""
     err = float(np.abs(got.astype(np.float64) - ref).max(initial=0.0))
     return {"check": name, "max_abs_err": err, "atol": atol, "ok": bool(err <= atol)}
 
@@ -199,7 +200,7 @@ def _gemm_row(n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str
     problem = profiling.gemm(n)
     a, b = problem.inputs()  # (n, n) each
     ref = problem.reference(a, b)
-    checks.append(_check(f"gemm {n} c++", simd.matmul(a, b), ref, gemm_atol(n)))
+    checks.append(check(f"gemm {n} c++", simd.matmul(a, b), ref, gemm_atol(n)))
     c1, c2 = np.empty_like(a), np.empty_like(a)  # outputs reused: time the kernels, not mmap
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
@@ -232,8 +233,8 @@ def _bias_gelu_row(m: int, n: int, rounds: int, torch: TorchWorker, checks: list
     problem = profiling.bias_gelu(m, n)
     x, bias = problem.inputs()  # (M, N), (N,)
     ref = problem.reference(x, bias)
-    checks.append(_check(f"bias_gelu {m}x{n} c++", simd.fused_bias_gelu(x, bias), ref, 1e-6))
-    checks.append(_check(f"bias_gelu {m}x{n} numpy", profiling.numpy_bias_gelu(x, bias), ref, 1e-5))
+    checks.append(check(f"bias_gelu {m}x{n} c++", simd.fused_bias_gelu(x, bias), ref, 1e-6))
+    checks.append(check(f"bias_gelu {m}x{n} numpy", profiling.numpy_bias_gelu(x, bias), ref, 1e-5))
     y1, y2, tmp = np.empty_like(x), np.empty_like(x), np.empty_like(x)  # reused, like torch's
     fns: dict[str, Callable[[], float]] = {}
     for t in THREADS:
@@ -277,7 +278,7 @@ def _fused_row(n: int, rounds: int, checks: list) -> dict[str, Any]:
     (a, b), (_x, bias) = problem.inputs(), epilogue.inputs()
     ref = epilogue.reference(problem.reference(a, b), bias)
     got = simd.matmul_bias_gelu(a, b, bias)
-    checks.append(_check(f"gemm+bias+gelu {n} fused", got, ref, gemm_atol(n)))
+    checks.append(check(f"gemm+bias+gelu {n} fused", got, ref, gemm_atol(n)))
     c1, c2 = np.empty_like(a), np.empty_like(a)
     t = THREADS[-1]
 

@@ -56,6 +56,12 @@ def _load() -> ctypes.CDLL:
         return lib
 
 
+def library() -> ctypes.CDLL:
+    """This checkout's kernels library, built on first use and declared (prepare); RuntimeError
+    with the reason when it cannot be built here."""
+    return _load()
+
+
 def prepare(lib: ctypes.CDLL) -> dict[str, Any]:
     """Declare the C signatures on a freshly loaded kernels library and set its GEMM blocks from
     this CPU's caches (gemm_blocks); returns the blocks it really uses. _load calls it, and so
