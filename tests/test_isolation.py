@@ -705,7 +705,7 @@ def test_removing_a_sandbox_folder_survives_any_depth(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     try:
-        contain.remove_dir(str(root))
+        contain.remove_tree(str(root))
         assert not root.exists()
     finally:  # left behind, it would break pytest's own cleanup of old temp folders
         subprocess.run(["rm", "-rf", str(root)], check=False)

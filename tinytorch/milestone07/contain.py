@@ -339,10 +339,6 @@ def _sweep_stale() -> None:
             pass
 
 
-def remove_dir(root: str) -> None:
-    remove_tree(root)
-
-
 def remove_tree(path: str) -> None:
     """shutil.rmtree that survives any depth. Python 3.11's rmtree recurses, and its
     RecursionError escapes ignore_errors: a child that nested 1500 folders in its own made that
@@ -798,7 +794,6 @@ def expose(blocked: dict[str, set[str]], stage: str) -> tuple[bool, str]:
     """In our own mount namespace (as root): cover each blocked folder with an empty tmpfs that
     others may enter, holding bind mounts of only the entries the child needs (e.g. /root/.pyenv
     under /root): the interpreter stays readable after the uid drop; the rest stays hidden."""
-    mount = _mount
     try:
         for n, (folder, entries) in enumerate(sorted(blocked.items())):
             staged = []
@@ -806,12 +801,12 @@ def expose(blocked: dict[str, set[str]], stage: str) -> tuple[bool, str]:
                 src = os.path.join(folder, entry)
                 dst = os.path.join(stage, f"{n}-{m}")
                 os.makedirs(dst, exist_ok=True)
-                mount(src, dst, None, MS_BIND | MS_REC, None)
+                _mount(src, dst, None, MS_BIND | MS_REC, None)
                 staged.append((entry, dst))
-            mount("tmpfs", folder, "tmpfs", 0, "mode=0755,size=64k")
+            _mount("tmpfs", folder, "tmpfs", 0, "mode=0755,size=64k")
             for entry, dst in staged:
                 os.makedirs(os.path.join(folder, entry), exist_ok=True)
-                mount(dst, os.path.join(folder, entry), None, MS_BIND | MS_REC, None)
+                _mount(dst, os.path.join(folder, entry), None, MS_BIND | MS_REC, None)
             # The staged binds sit in the sandbox's own folder, which the child can walk: left
             # mounted, stage/0-2 showed the real tinytorch/ past hide_reference's /dev/null
             # (red-teaming read the reference there). Bound back, they are not needed.

@@ -522,7 +522,7 @@ class Sandbox:
                 os.close(self._reader.fd)
             self._reader = None
         if self._root is not None:
-            contain.remove_dir(self._root)
+            contain.remove_tree(self._root)
             self._root = None
 
     def close(self) -> None:
