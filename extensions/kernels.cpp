@@ -114,7 +114,7 @@ struct Blocks {
     size_t kc, mc, nc;  // mc a multiple of MR, nc a multiple of NR
 };
 #if TT_AVX512
-Blocks g_blocks{128, 252, 4096};
+Blocks g_blocks{512, 56, 1024};
 #else
 Blocks g_blocks{256, 126, 2048};
 #endif

@@ -290,9 +290,11 @@ def test_cache_sizes_fall_back_to_documented_defaults(monkeypatch) -> None:
         # Zen 3: 32 KiB L1d, 512 KiB L2, 32 MiB L3, 6x16 AVX2 tile.
         (6, 16, (32 << 10, 512 << 10, 32 << 20), (256, 126, 8192)),
         # An AVX-512 server core: 48 KiB L1d, 2 MiB L2, 16 MiB L3, 14x32 tile.
-        (14, 32, (48 << 10, 2 << 20, 16 << 20), (192, 672, 5440)),
+        (14, 32, (48 << 10, 2 << 20, 16 << 20), (512, 252, 2048)),
+        # Zen 4: 32 KiB L1d, 1 MiB L2: the 14x32 tile's KC is its 16 NR floor, not L1's 128.
+        (14, 32, (32 << 10, 1 << 20, 32 << 20), (512, 126, 4096)),
         # Tiny caches hit the floors.
-        (6, 16, (4 << 10, 16 << 10, 64 << 10), (64, 12, 128)),
+        (6, 16, (4 << 10, 16 << 10, 64 << 10), (256, 6, 128)),
     ],
 )
 def test_gemm_blocks_follow_the_cache_sizes(monkeypatch, mr, nr, caches, expected) -> None:
