@@ -677,6 +677,11 @@ float* scratch(size_t count, int which) {
 // a while, and the other keeps taking work instead of waiting for it. The only wait is for the
 // previous K block of the same C tile (its accumulator), which was handed out a whole sweep of
 // tiles earlier. Consecutive items share ic, so a thread's MC x KC block of A stays in its L2.
+// Within a row of tiles the columns go 0, h, 1, h + 1, ... (h = half the tiles, rounded up), so
+// the two items running at once are half a row apart, never side by side: C from NumPy starts 16
+// bytes past a page, so the cache line at a tile's edge holds columns of both tiles, and two
+// threads writing neighbouring tiles passed it back and forth on every write-back (on 2 threads at
+// 1024-2048, Zen 3, benchmarks/bench_kernel_change.py: 1.08-1.11x against the plain order).
 // ---------------------------------------------------------------------------------------------
 constexpr size_t NT = 4 * NR;                       // columns per work tile: 64 (AVX-512: 128)
 constexpr size_t B_ROWS = 8;                        // rows of B per packing task
@@ -775,7 +780,8 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                 for (unsigned spins = 0; done[t].load(std::memory_order_acquire) < p; ++spins)
                     cpu_relax(spins);
                 const size_t pc = p * KC, kc = std::min(KC, K - pc);
-                const size_t ic = (t / n_tiles) * MC, jt = (t % n_tiles) * NT;
+                const size_t j = t % n_tiles, half = (n_tiles + 1) / 2;
+                const size_t ic = (t / n_tiles) * MC, jt = (j % 2 * half + j / 2) * NT;
                 const size_t mcb = std::min(MC, M - ic), ntb = std::min(NT, nc - jt);
                 Epilogue ep{p > 0, nullptr};
                 for (size_t jr = jt; jr < jt + ntb; jr += NR) {
