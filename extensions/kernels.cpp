@@ -682,6 +682,7 @@ float* scratch(size_t count, int which) {
 // bytes past a page, so the cache line at a tile's edge holds columns of both tiles, and two
 // threads writing neighbouring tiles passed it back and forth on every write-back (on 2 threads at
 // 1024-2048, Zen 3, benchmarks/bench_kernel_change.py: 1.08-1.11x against the plain order).
+// One thread keeps the plain order, which reads the B panel front to back (0.98x otherwise).
 // ---------------------------------------------------------------------------------------------
 constexpr size_t NT = 4 * NR;                       // columns per work tile: 64 (AVX-512: 128)
 constexpr size_t B_ROWS = 8;                        // rows of B per packing task
@@ -740,6 +741,7 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
     // Small problems: fewer threads than tiles would leave some idle anyway.
     if (max_tiles < static_cast<size_t>(nt)) nt = static_cast<int>(max_tiles);
     (void)nt;
+    const bool spread = nt > 1;  // the column order below; one thread takes B slivers in order
 
     for (size_t jc = 0; jc < N; jc += NC) {
         const size_t nc = std::min(NC, N - jc);
@@ -781,7 +783,7 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                     cpu_relax(spins);
                 const size_t pc = p * KC, kc = std::min(KC, K - pc);
                 const size_t j = t % n_tiles, half = (n_tiles + 1) / 2;
-                const size_t ic = (t / n_tiles) * MC, jt = (j % 2 * half + j / 2) * NT;
+                const size_t ic = (t / n_tiles) * MC, jt = (spread ? j % 2 * half + j / 2 : j) * NT;
                 const size_t mcb = std::min(MC, M - ic), ntb = std::min(NT, nc - jt);
                 Epilogue ep{p > 0, nullptr};
                 for (size_t jr = jt; jr < jt + ntb; jr += NR) {
