@@ -99,20 +99,27 @@ def gemm_blocks(
 ) -> dict[str, Any]:
     """GEMM cache blocks for an MR x NR micro-kernel from the cache sizes (build.cache_sizes()):
 
-    KC: the KC x NR sliver of B fills half of L1d (the A sliver and C take the rest), but KC is
-        at least 16 NR. Each micro-kernel call ends with a write-back of its MR x NR tile (through
-        a stack buffer for the intrinsics kernels), and C's rows, at a power-of-two stride, meet in
-        one L1 set; KC sets how often that is paid. On Zen 4 the 14x32 AVX-512 kernel ran
-        0.89-0.93x OpenBLAS at n = 1024-2048 with KC = 128 (the L1 rule) and 0.98-1.04x with
-        KC = 512, its B sliver then streaming from L2 at no measured cost. For the 6x16 kernel
-        both rules give 256 on a 32 KiB L1d.
+    KC: the KC x NR sliver of B fills half of L1d (the A sliver and C take the rest), if that still
+        gives KC >= 16 NR (the 6x16 kernel: 256 on a 32 KiB L1d, 384 on 48 KiB). Each micro-kernel
+        call ends with a write-back of its MR x NR tile, whose lines come from L3 once C outgrows
+        L2, and KC sets how often that is paid. The 14x32 AVX-512 kernel's sliver (128 floats a k)
+        fits L1 only at KC = 128-192, too short: it streams from L2, so KC takes an eighth of L2
+        for the sliver instead (1024 on a 1 MiB L2). Zen 4: KC = 128 ran 0.89-0.93x OpenBLAS at
+        n = 1024-2048 and KC = 512 0.98-1.04x. Zen 5, paired (the C harness, then tito bench):
+        KC = 1024 ran 1.05-1.06x KC = 512 at n = 1024 on 1 thread, 1.03x at 2048 and on 2
+        threads, and 0.88-0.89 of the FMA peak (0.79-0.84 before); a hot C buffer gained 5% at
+        KC = 512 and 1% at 1024. The 6x16 kernel, which writes C straight from its registers,
+        ran 0.98x with KC = 1024 on the same Zen 5 (0.89-0.93x at 2048), so it keeps the L1 rule.
     MC: the MC x KC block of A fills a quarter of L2 (room for B slivers streaming through);
     NC: the KC x NC panel of B fills a quarter of L3 (shared with the other cores).
     $TINYTORCH_GEMM_BLOCKS="KC,MC,NC" overrides them (for tuning); "source" says which applied.
     """
     caches = _build.cache_sizes() if caches is None else caches
     l1d, l2, l3 = (caches[k][0] for k in ("l1d", "l2", "l3"))
-    kc = min(1024, max(64, 16 * nr, l1d // 2 // (4 * nr) // 16 * 16))
+    kc = l1d // 2 // (4 * nr) // 16 * 16
+    if kc < 16 * nr:  # the sliver cannot sit in L1 at a useful depth: it streams from L2
+        kc = l2 // 8 // (4 * nr) // 16 * 16
+    kc = min(1024, max(64, 16 * nr, kc))
     mc = max(mr, l2 // 4 // (4 * kc) // mr * mr)
     nc = min(8192, max(8 * nr, l3 // 4 // (4 * kc) // nr * nr))
     source = ", ".join(

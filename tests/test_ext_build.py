@@ -289,10 +289,15 @@ def test_cache_sizes_fall_back_to_documented_defaults(monkeypatch) -> None:
     [
         # Zen 3: 32 KiB L1d, 512 KiB L2, 32 MiB L3, 6x16 AVX2 tile.
         (6, 16, (32 << 10, 512 << 10, 32 << 20), (256, 126, 8192)),
-        # An AVX-512 server core: 48 KiB L1d, 2 MiB L2, 16 MiB L3, 14x32 tile.
-        (14, 32, (48 << 10, 2 << 20, 16 << 20), (512, 252, 2048)),
-        # Zen 4: 32 KiB L1d, 1 MiB L2: the 14x32 tile's KC is its 16 NR floor, not L1's 128.
-        (14, 32, (32 << 10, 1 << 20, 32 << 20), (512, 126, 4096)),
+        # An AVX-512 server core: 48 KiB L1d, 2 MiB L2, 16 MiB L3, 14x32 tile: KC from L2, capped.
+        (14, 32, (48 << 10, 2 << 20, 16 << 20), (1024, 126, 1024)),
+        # Zen 4: 32 KiB L1d, 1 MiB L2: the 14x32 sliver streams from L2, so KC is an eighth of it.
+        (14, 32, (32 << 10, 1 << 20, 32 << 20), (1024, 56, 2048)),
+        # Zen 5: 48 KiB L1d, 1 MiB L2, 32 MiB L3; the 6x16 tile keeps L1's KC, the 14x32 L2's.
+        (6, 16, (48 << 10, 1 << 20, 32 << 20), (384, 168, 5456)),
+        (14, 32, (48 << 10, 1 << 20, 32 << 20), (1024, 56, 2048)),
+        # A 512 KiB L2 (the library's default caches) gives the 14x32 tile its 16 NR floor.
+        (14, 32, (32 << 10, 512 << 10, 8 << 20), (512, 56, 1024)),
         # Tiny caches hit the floors.
         (6, 16, (4 << 10, 16 << 10, 64 << 10), (256, 6, 128)),
     ],
