@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 from tinytorch.extensions import build, simd
-from tinytorch.extensions.benchmark import check, gemm_atol, settle_pauses
+from tinytorch.extensions.benchmark import blas_info, check, gemm_atol, settle_pauses
 
 from tinytorch import profiling
 
@@ -204,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     info = simd.build_info()
     blocks = {k: v for k, v in (info["blocks"] or {}).items() if k != "source"}
     print(f"base: {args.base} | change: the working tree | {info['microkernel']} | {blocks}")
+    # NumPy's OpenBLAS picks its kernels at load time, from OPENBLAS_CORETYPE if the environment
+    # sets it: a Haswell-held anchor beside the AVX-512 path is not like for like (tito bench sets
+    # it per path; this tool keeps the caller's environment and says what ran).
+    kernels = ", ".join(f"{b['internal_api']} kernels {b['architecture']}" for b in blas_info())
+    held = os.environ.get("OPENBLAS_CORETYPE")
+    print(f"anchor: NumPy's BLAS, {kernels or 'none seen'}"
+          + (f" (OPENBLAS_CORETYPE={held} from the environment)" if held else ""))  # fmt: skip
     print(
         f"{'kernel':>22} | {'threads':>7} | {'base':>6} | {'change':>6} | {'anchor':>14} | "
         f"{'change/base':>11} | {'base/anchor':>11} | {'change/anchor':>13}  (ratios paired)"

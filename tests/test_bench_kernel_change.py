@@ -75,6 +75,9 @@ def test_one_round_prints_the_paired_ratios_of_both_kernels() -> None:
         capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert re.search(r"^anchor: NumPy's BLAS, \w+ kernels \w+", out.stdout, re.MULTILINE), (
+        out.stdout
+    )
     for label, anchor, unit in (
         ("gemm 40", "OpenBLAS", "GFLOP/s"),
         ("bias\\+gelu 64x40", "copy", "GB/s"),
