@@ -336,10 +336,14 @@ threading.Thread(target=_rewrite, daemon=True).start()
         assert tuple(rows[v][c] for c in _COLS) == tuple(str(x) for x in EXPECTED["alice"]), v
     mallory = json.loads((out / "results" / "a_mallory.json").read_text())
     assert mallory["cases"][0]["status"] == "timeout"  # it loaded, and ran its thread
+    # mallory timed out beside the victims, so it was regraded alone afterwards: its uid in the
+    # side-by-side round is the one that matters here.
+    beside = mallory["grader"]["regraded_alone"]["side_by_side"]
+    assert beside["verdict"] == "NOT_PASSED"
     uid = {
         s: json.loads((out / "results" / f"{s}.json").read_text())["isolation"]["uid"]["why"]
-        for s in (*victims, "a_mallory")
-    }
+        for s in victims
+    } | {"a_mallory": beside["isolation"]["uid"]["why"]}
     assert all(why.startswith("uid ") for why in uid.values()), uid  # each dropped its uid
     assert all(uid[v] != uid["a_mallory"] for v in victims), uid  # and not to mallory's
 

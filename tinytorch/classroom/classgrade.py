@@ -13,6 +13,13 @@ gradebook row. As root, each of the N concurrent grading slots has its own unpri
 (contain.slot_ids), so the sandboxes' workdirs (mode 0700, owned by the slot's uid) of students
 graded at the same time are closed to each other. As a normal user every student's process runs
 as that user: concurrent students are then not kept from each other's files (README).
+
+Side by side, students also share the CPU. Each slot's whole tree runs in its own CPU cgroup where
+one can be made (cpugroups.py), so a submission that starts hundreds of busy loops takes only its
+own slot's share. Whether or not that held, a student graded beside others whose result hit a
+wall-clock limit (a case timeout, a budget spent, the run's wall timeout) is regraded alone once
+the others are done, and the alone result is the one kept: the per-case timeouts are wall clock,
+and a verdict must not carry a neighbour's load.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinytorch.classroom.cpugroups import CpuGroups
 from tinytorch.classroom.formats import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points
@@ -129,6 +137,18 @@ def _load_done(path: Path, sub: Submission, options: dict[str, Any]) -> dict[str
     return doc if isinstance(grader, dict) and grader.get("options") == options else None
 
 
+def hit_wall_clock(doc: dict[str, Any]) -> str:
+    """What in a result depended on wall-clock time, or "": a case or check that timed out (a
+    budget spent shows as timed-out cases too), or the run stopped at its wall timeout."""
+    if (doc.get("grader") or {}).get("killed") == "timeout":
+        return "the run was stopped at its wall timeout"
+    for key in ("cases", "hidden_cases", "checks"):
+        for item in doc.get(key) or []:
+            if isinstance(item, dict) and item.get("status") == "timeout":
+                return f"{item.get('name', key)} timed out"
+    return ""
+
+
 def _snapshot(sub: Submission) -> bytes | None:
     try:
         return sub.impl.read_bytes() if sub.impl else None
@@ -195,6 +215,12 @@ def grade_class(
         run.warnings.append(f"concurrent students share one sandbox uid: {why}")
 
     extra_env = ONE_THREAD if jobs > 1 else {}  # side by side: one BLAS thread each
+    groups = CpuGroups(jobs)
+    if jobs > 1 and not groups.active:
+        run.warnings.append(
+            f"students graded side by side share the CPU unchecked ({groups.why}); "
+            "one that hits a wall-clock limit is regraded alone"
+        )
 
     def one(sub: Submission, blob: bytes | None) -> dict[str, Any]:
         if sub.impl is None or blob is None:
@@ -219,15 +245,84 @@ def grade_class(
                 stop=stop,
                 log_path=logs / f"{sub.student}.log",
                 env={**os.environ, **extra_env, **(contain.slot_env(slot) if own_uids else {})},
+                prefix=groups.prefix(slot),
             )
         finally:
+            groups.clear(slot)  # whatever the student left running, before the next one
             slots.put(slot)
         doc["impl"] = str(sub.impl)
+        doc.setdefault("grader", {})["cpu_group"] = {"active": groups.active, "why": groups.why}
         shutil.rmtree(private, ignore_errors=True)
         return doc
 
-    pool = cf.ThreadPoolExecutor(max_workers=jobs)
-    futures = {pool.submit(one, sub, blob): sub for sub, blob in todo}
+    def record(sub: Submission, doc: dict[str, Any]) -> None:
+        doc.setdefault("grader", {})["options"] = options
+        run.docs[sub.student] = doc
+        path = results / f"{sub.student}.json"
+        _write_json(path, doc)
+        digests[sub.student] = _digest(path)
+        tally.add(doc)
+        if progress:
+            progress(sub.student, doc, tally)
+
+    # Side by side first; a result that hit a wall-clock limit there waits for its alone regrade.
+    again: list[tuple[Submission, bytes | None, dict[str, Any], str]] = []
+
+    def side_by_side(sub: Submission, doc: dict[str, Any]) -> None:
+        why = hit_wall_clock(doc) if jobs > 1 else ""
+        if why:
+            again.append((sub, blobs[sub.student], doc, why))
+        else:
+            record(sub, doc)
+
+    blobs = {sub.student: blob for sub, blob in todo}
+    try:
+        _drain(jobs, todo, one, side_by_side, stop)
+        first = {sub.student: (doc, why) for sub, _b, doc, why in again}
+
+        def alone(sub: Submission, doc: dict[str, Any]) -> None:
+            before, why = first[sub.student]
+            keep = ("verdict", "summary", "isolation", "grader")
+            doc.setdefault("grader", {})["regraded_alone"] = {
+                "why": f"{why} while {jobs} students were graded side by side",
+                "side_by_side": {k: before.get(k) for k in keep},
+                "side_by_side_log": f"logs/{sub.student}.side-by-side.log",
+            }
+            record(sub, doc)
+
+        for sub, _blob, _doc, _why in again:  # the alone run writes the log again: keep the first
+            log = logs / f"{sub.student}.log"
+            if log.exists():
+                os.replace(log, logs / f"{sub.student}.side-by-side.log")
+
+        _drain(1, [(sub, blob) for sub, blob, _d, _w in again], one, alone, stop)
+    except KeyboardInterrupt:
+        run.interrupted = True
+    finally:
+        groups.close()
+    for student, digest in digests.items():  # a result rewritten by a later submission
+        path = results / f"{student}.json"
+        if _digest(path) != digest:
+            _write_json(path, run.docs[student])
+            run.warnings.append(f"results/{student}.json was changed during the run; restored")
+    shutil.rmtree(work, ignore_errors=True)
+    return run
+
+
+def _drain(
+    workers: int,
+    items: list[tuple[Submission, bytes | None]],
+    one: Callable[[Submission, bytes | None], dict[str, Any]],
+    done: Callable[[Submission, dict[str, Any]], None],
+    stop: threading.Event,
+) -> None:
+    """Grade `items` on `workers` threads, handing each finished (submission, doc) to `done` in
+    this thread; an interrupted run's docs are dropped. Ctrl-C sets `stop` (the running gradings
+    kill their trees), cancels what has not started, waits for the rest and is raised again."""
+    if not items:
+        return
+    pool = cf.ThreadPoolExecutor(max_workers=workers)
+    futures = {pool.submit(one, sub, blob): sub for sub, blob in items}
     pending = set(futures)
     try:
         while pending:
@@ -240,28 +335,14 @@ def grade_class(
                     doc = error_doc(str(sub.entry), "ERROR", f"internal grader error: {exc!r}")
                 if (doc.get("grader") or {}).get("killed") == "interrupted":
                     continue
-                doc.setdefault("grader", {})["options"] = options
-                run.docs[sub.student] = doc
-                path = results / f"{sub.student}.json"
-                _write_json(path, doc)
-                digests[sub.student] = _digest(path)
-                tally.add(doc)
-                if progress:
-                    progress(sub.student, doc, tally)
+                done(sub, doc)
     except KeyboardInterrupt:
-        run.interrupted = True
         stop.set()
         for fut in pending:
             fut.cancel()
+        raise
     finally:
         pool.shutdown(wait=True)
-    for student, digest in digests.items():  # a result rewritten by a later submission
-        path = results / f"{student}.json"
-        if _digest(path) != digest:
-            _write_json(path, run.docs[student])
-            run.warnings.append(f"results/{student}.json was changed during the run; restored")
-    shutil.rmtree(work, ignore_errors=True)
-    return run
 
 
 @dataclass

@@ -226,9 +226,11 @@ def grade_submission(
     log_path: Path | None = None,
     popen_kwargs: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
 ) -> tuple[dict[str, Any], TreeRun]:
     """Grade one file in grading mode; always returns a doc (an ERROR doc when none came back).
 
+    prefix: argv words the milestone command runs under (CpuGroups.prefix: its CPU cgroup).
     The doc gains "grader": {"seconds", "peak_mb", "killed", "returncode"} (the run itself).
     """
     work.mkdir(parents=True, exist_ok=True)
@@ -246,7 +248,7 @@ def grade_submission(
         memory_limit_mb=memory_limit_mb,
     )
     run = run_tree(
-        cmd,
+        [*(prefix or []), *cmd],
         log_path,
         wall_timeout=wall_timeout,
         max_tree_mb=max_tree_mb,

@@ -303,7 +303,10 @@ def _graded_run(
         return PartAResult("INCOMPLETE", who, seed, cases, [], missing, 0.0, timeout)
     if status != "ok":
         detail = f"importing {who} failed: {info.get('error', status)}"
-        cases = _all_cases(selected, "error", detail, "Fix the module so that it imports.")
+        # An import that did not finish in time is a timeout (the class grader regrades alone a
+        # timeout seen beside other students), not an error of the module's.
+        hung = "timeout" if status == "import_timeout" else "error"
+        cases = _all_cases(selected, hung, detail, "Fix the module so that it imports.")
         return PartAResult("NOT_PASSED", who, seed, cases, [], [], 0.0, timeout)
 
     calls = budget or BudgetedCalls(StudentCalls(box, timeout), None, time.perf_counter())
