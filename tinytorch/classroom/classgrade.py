@@ -266,19 +266,18 @@ def grade_class(
             progress(sub.student, doc, tally)
 
     # Side by side first; a result that hit a wall-clock limit there waits for its alone regrade.
-    again: list[tuple[Submission, bytes | None, dict[str, Any], str]] = []
+    first: dict[str, tuple[dict[str, Any], str]] = {}  # student -> (side-by-side doc, why)
 
     def side_by_side(sub: Submission, doc: dict[str, Any]) -> None:
         why = hit_wall_clock(doc) if jobs > 1 else ""
         if why:
-            again.append((sub, blobs[sub.student], doc, why))
+            first[sub.student] = (doc, why)
         else:
             record(sub, doc)
 
-    blobs = {sub.student: blob for sub, blob in todo}
     try:
         _drain(jobs, todo, one, side_by_side, stop)
-        first = {sub.student: (doc, why) for sub, _b, doc, why in again}
+        again = [(sub, blob) for sub, blob in todo if sub.student in first]
 
         def alone(sub: Submission, doc: dict[str, Any]) -> None:
             before, why = first[sub.student]
@@ -290,12 +289,12 @@ def grade_class(
             }
             record(sub, doc)
 
-        for sub, _blob, _doc, _why in again:  # the alone run writes the log again: keep the first
+        for sub, _blob in again:  # the alone run writes the log again: keep the first
             log = logs / f"{sub.student}.log"
             if log.exists():
                 os.replace(log, logs / f"{sub.student}.side-by-side.log")
 
-        _drain(1, [(sub, blob) for sub, blob, _d, _w in again], one, alone, stop)
+        _drain(1, again, one, alone, stop)
     except KeyboardInterrupt:
         run.interrupted = True
     finally:

@@ -85,24 +85,28 @@ def _pids(group: Path) -> list[int]:
         return []
 
 
+def _kill_members(group: Path) -> int:
+    """SIGKILL every process in `group`; how many there were."""
+    pids = _pids(group)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
 def _empty_and_remove(group: Path, wait_s: float = 5.0) -> bool:
-    """SIGKILL every process in `group` until none is left, then rmdir it."""
+    """Kill every process in `group` until none is left, then rmdir it (a group that still holds
+    a dying process refuses rmdir); False if that took longer than `wait_s`."""
     end = time.monotonic() + wait_s
     while True:
-        pids = _pids(group)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        if not pids:
-            with contextlib.suppress(FileNotFoundError):
-                try:
-                    group.rmdir()
-                except OSError:
-                    if time.monotonic() > end:
-                        return False
-                    time.sleep(0.02)
-                    continue
-            return True
+        if not _kill_members(group):
+            try:
+                group.rmdir()
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                pass
         if time.monotonic() > end:
             return False
         time.sleep(0.02)
@@ -182,13 +186,7 @@ class CpuGroups:
     def clear(self, slot: int) -> int:
         """Kill whatever is still running in the slot's group (after a student's run); the
         number of processes that were left."""
-        if not self.active:
-            return 0
-        left = _pids(self.groups[slot])
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        return len(left)
+        return _kill_members(self.groups[slot]) if self.active else 0
 
     def _remove_all(self) -> None:
         for group in self.groups:
@@ -202,9 +200,3 @@ class CpuGroups:
         """Kill what is left in every group and remove them."""
         self._remove_all()
         self.active = False
-
-    def __enter__(self) -> CpuGroups:  # noqa: PYI034
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
