@@ -123,6 +123,27 @@ def test_a_slot_group_holds_the_command_and_everything_it_starts() -> None:
     assert groups.parent is not None and not groups.parent.exists()
 
 
+FORK_CHAIN = "import os\nwhile True:\n    if os.fork():\n        os._exit(0)\n"  # always moving
+
+
+def test_clearing_a_slot_catches_a_process_that_keeps_forking_away() -> None:
+    """Red-teaming: a process that forks and lets its parent exit, over and over, outran a
+    single kill of the group's members (2 runs in 10 left it running in the slot's group, where
+    it would take the next student's share). clear() looks again until the group is empty."""
+    import sys
+
+    groups = _live_groups()
+    try:
+        for _ in range(20):
+            subprocess.run([*groups.prefix(0), sys.executable, "-c", FORK_CHAIN], check=True)
+            time.sleep(0.05)
+            assert groups.clear(0) >= 1
+            time.sleep(0.05)
+            assert (groups.groups[0] / "cgroup.procs").read_text().split() == []
+    finally:
+        groups.close()
+
+
 def test_a_busy_neighbour_takes_only_its_own_slots_share(tmp_path: Path) -> None:
     """With the cgroups, the slow honest student passes beside the hog without needing the alone
     regrade: the hog's hundred loops share one slot's CPU. (Without them it timed out.)"""
@@ -159,37 +180,45 @@ def test_without_cgroups_a_starved_student_is_regraded_alone_and_passes(
     if again is not None:
         assert "timed out while 2 students were graded side by side" in again["why"]
         assert again["side_by_side"]["verdict"] != "PASS"  # beside the hog it did not pass
+        assert alice["seed"] == again["side_by_side"]["seed"]  # the same cases, alone
         assert "TIMEOUT" in (tmp_path / "out" / again["side_by_side_log"]).read_text()  # kept
         assert "TIMEOUT" not in (tmp_path / "out" / "logs" / "alice.log").read_text()  # alone
     assert any("share the CPU unchecked" in w for w in run.warnings)
 
 
-def _fake_grading(monkeypatch: pytest.MonkeyPatch, slow_first: set[str]) -> list[tuple[str, int]]:
+def _fake_grading(
+    monkeypatch: pytest.MonkeyPatch, slow_first: set[str]
+) -> tuple[list[tuple[str, int]], list[int | None]]:
     """grade_submission replaced: a student in `slow_first` times out on its first grading and
-    passes on the next. Returns (student, how many gradings were running) per grading."""
+    passes on the next. Returns, per grading in order, (student, how many gradings were
+    running) and the seed it was asked for."""
     seen: list[tuple[str, int]] = []
+    seeds: list[int | None] = []
     running = [0]
 
-    def fake(copy: Path, private: Path, **_kw: Any) -> tuple[dict[str, Any], None]:
+    def fake(copy: Path, private: Path, **kw: Any) -> tuple[dict[str, Any], None]:
         running[0] += 1
         seen.append((copy.stem, running[0]))
+        seeds.append(kw.get("seed"))
+        drawn = 1000 + sum(map(ord, copy.stem))  # the seed the milestone "draws" for it
         time.sleep(0.2)  # long enough for side-by-side gradings to overlap
         timed_out = copy.stem in slow_first and [s for s, _ in seen].count(copy.stem) == 1
         doc = error_doc(str(copy), "NOT_PASSED" if timed_out else "PASS", "")
+        doc["seed"] = kw.get("seed") or drawn
         doc["cases"] = [{"name": "gelu/0", "status": "timeout" if timed_out else "pass"}]
         running[0] -= 1
         return doc, None
 
     monkeypatch.setattr(classgrade, "grade_submission", fake)
     monkeypatch.setattr(classgrade, "CpuGroups", _NoGroups)
-    return seen
+    return seen, seeds
 
 
 @pytest.mark.parametrize("jobs", [1, 3])
 def test_only_a_timed_out_result_graded_beside_others_is_regraded_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
 ) -> None:
-    seen = _fake_grading(monkeypatch, slow_first={"ann"})
+    seen, seeds = _fake_grading(monkeypatch, slow_first={"ann"})
     subs = tmp_path / "subs"
     subs.mkdir()
     for name in ("ann", "ben", "cat"):
@@ -211,6 +240,9 @@ def test_only_a_timed_out_result_graded_beside_others_is_regraded_alone(
     assert ann["verdict"] == "PASS"
     assert ann["grader"]["regraded_alone"]["side_by_side"]["verdict"] == "NOT_PASSED"
     assert "gelu/0 timed out while 3 students" in ann["grader"]["regraded_alone"]["why"]
+    # The regrade grades the same cases: the first round's secret seed, not a second draw.
+    assert seeds[:-1] == [None, None, None]  # the first round: each drew its own
+    assert seeds[-1] == 1000 + sum(map(ord, "ann"))  # ann's first draw, again
 
 
 def test_a_result_that_hit_no_wall_clock_limit_says_so() -> None:

@@ -149,6 +149,13 @@ def hit_wall_clock(doc: dict[str, Any]) -> str:
     return ""
 
 
+def _seed_of(doc: dict[str, Any]) -> int | None:
+    """The secret data seed a milestone result was graded with; None where the run left none
+    (the runner's own error docs, e.g. a run stopped at its wall timeout, say seed 0)."""
+    seed = doc.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) and seed > 0 else None
+
+
 def _snapshot(sub: Submission) -> bytes | None:
     try:
         return sub.impl.read_bytes() if sub.impl else None
@@ -222,7 +229,7 @@ def grade_class(
             "one that hits a wall-clock limit is regraded alone"
         )
 
-    def one(sub: Submission, blob: bytes | None) -> dict[str, Any]:
+    def one(sub: Submission, blob: bytes | None, seed: int | None = None) -> dict[str, Any]:
         if sub.impl is None or blob is None:
             why = sub.problem or f"cannot read {sub.impl}"
             return error_doc(str(sub.entry), "INCOMPLETE", why)
@@ -246,6 +253,7 @@ def grade_class(
                 log_path=logs / f"{sub.student}.log",
                 env={**os.environ, **extra_env, **(contain.slot_env(slot) if own_uids else {})},
                 prefix=groups.prefix(slot),
+                seed=seed,
             )
         finally:
             groups.clear(slot)  # whatever the student left running, before the next one
@@ -281,7 +289,7 @@ def grade_class(
 
         def alone(sub: Submission, doc: dict[str, Any]) -> None:
             before, why = first[sub.student]
-            keep = ("verdict", "summary", "isolation", "grader")
+            keep = ("verdict", "summary", "seed", "isolation", "grader")
             doc.setdefault("grader", {})["regraded_alone"] = {
                 "why": f"{why} while {jobs} students were graded side by side",
                 "side_by_side": {k: before.get(k) for k in keep},
@@ -294,7 +302,12 @@ def grade_class(
             if log.exists():
                 os.replace(log, logs / f"{sub.student}.side-by-side.log")
 
-        _drain(1, again, one, alone, stop)
+        def same_cases(sub: Submission, blob: bytes | None) -> dict[str, Any]:
+            # The regrade grades the same cases: with a fresh seed, a submission that hangs
+            # whenever it does not like its hidden cases would get a second draw.
+            return one(sub, blob, seed=_seed_of(first[sub.student][0]))
+
+        _drain(1, again, same_cases, alone, stop)
     except KeyboardInterrupt:
         run.interrupted = True
     finally:

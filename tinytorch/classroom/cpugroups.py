@@ -94,22 +94,32 @@ def _kill_members(group: Path) -> int:
     return len(pids)
 
 
-def _empty_and_remove(group: Path, wait_s: float = 5.0) -> bool:
-    """Kill every process in `group` until none is left, then rmdir it (a group that still holds
-    a dying process refuses rmdir); False if that took longer than `wait_s`."""
+def _empty(group: Path, wait_s: float) -> bool:
+    """Kill every process in `group` until a look finds none (a process that forks between the
+    look and the kill leaves a child for the next pass); False if `wait_s` passed first."""
     end = time.monotonic() + wait_s
-    while True:
-        if not _kill_members(group):
-            try:
-                group.rmdir()
-                return True
-            except FileNotFoundError:
-                return True
-            except OSError:
-                pass
+    while _kill_members(group):
         if time.monotonic() > end:
             return False
-        time.sleep(0.02)
+        time.sleep(0.01)
+    return True
+
+
+def _empty_and_remove(group: Path, wait_s: float = 5.0) -> bool:
+    """Empty `group`, then rmdir it (a group that still holds a dying process refuses rmdir);
+    False if that took longer than `wait_s`."""
+    end = time.monotonic() + wait_s
+    while _empty(group, max(end - time.monotonic(), 0.0)):
+        try:
+            group.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.02)
+    return False
 
 
 class CpuGroups:
@@ -184,9 +194,13 @@ class CpuGroups:
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(procs)]
 
     def clear(self, slot: int) -> int:
-        """Kill whatever is still running in the slot's group (after a student's run); the
-        number of processes that were left."""
-        return _kill_members(self.groups[slot]) if self.active else 0
+        """Kill whatever is still running in the slot's group (after a student's run), until
+        none is left; the number of processes the first look found."""
+        if not self.active:
+            return 0
+        left = len(_pids(self.groups[slot]))
+        _empty(self.groups[slot], wait_s=5.0)
+        return left
 
     def _remove_all(self) -> None:
         for group in self.groups:

@@ -61,12 +61,16 @@ def milestone_command(
     budget: float | None = None,
     fmt: str | None = None,
     memory_limit_mb: int | None = None,
+    seed: int | None = None,
 ) -> list[str]:
     """The argv that grades `impl` once and writes its result to `json_path`.
 
-    memory_limit_mb: the address-space limit of the student's process (`--memory-limit`)."""
+    memory_limit_mb: the address-space limit of the student's process (`--memory-limit`).
+    seed: the data seed (None: in grading mode the milestone draws a fresh secret one)."""
     cmd = [sys.executable, "-m", "tinytorch.cli.main", "milestone", "run", "07"]
     cmd += ["--impl", str(impl), "--json", str(json_path)]
+    if seed is not None:
+        cmd += ["--seed", str(int(seed))]
     if not part_b:
         cmd.append("--no-part-b")
     if grading:
@@ -227,10 +231,12 @@ def grade_submission(
     popen_kwargs: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     prefix: list[str] | None = None,
+    seed: int | None = None,
 ) -> tuple[dict[str, Any], TreeRun]:
     """Grade one file in grading mode; always returns a doc (an ERROR doc when none came back).
 
     prefix: argv words the milestone command runs under (CpuGroups.prefix: its CPU cgroup).
+    seed: the data seed (a regrade reuses the first run's; None: a fresh secret one).
     The doc gains "grader": {"seconds", "peak_mb", "killed", "returncode"} (the run itself).
     """
     work.mkdir(parents=True, exist_ok=True)
@@ -246,6 +252,7 @@ def grade_submission(
         case_timeout=case_timeout,
         budget=budget,
         memory_limit_mb=memory_limit_mb,
+        seed=seed,
     )
     run = run_tree(
         [*(prefix or []), *cmd],
