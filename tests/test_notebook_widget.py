@@ -181,9 +181,12 @@ def test_tile_throughput_times_a_real_kernel_at_a_tiny_size_and_draws_it():
     assert data["numpy_gflops"] > 0
     fig = draw_tile_throughput(data)
     ax = fig.axes[0]
+    # A real timing: on a busy machine the NumPy line is rightly flagged (CI saw it once), so the
+    # label follows what this run measured; the flag's own rules are tested on fixed data.
+    flagged = bool(data.get("numpy_noisy")) or data["numpy_gflops"] < max(data["gflops"])
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "your tiled_matmul",
-        "NumPy (BLAS)",
+        "NumPy (BLAS)" + (", noisy: rerun" if flagged else ""),
     ]
     assert list(ax.lines[0].get_xdata()) == [8, 16]
     assert list(ax.lines[0].get_ydata()) == data["gflops"]
