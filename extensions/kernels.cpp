@@ -688,6 +688,12 @@ float* scratch(size_t count, int which) {
 // threads writing neighbouring tiles passed it back and forth on every write-back (on 2 threads at
 // 1024-2048, Zen 3, benchmarks/bench_kernel_change.py: 1.08-1.11x against the plain order).
 // One thread keeps the plain order, which reads the B panel front to back (0.98x otherwise).
+// One thread also packs as it goes, not all up front: a K block's B slice just before its first
+// tile, and a row of tiles' MC x KC block of A just before that row, so the block is still in L2
+// when the micro-kernel reads it (packed up front, all of A had gone on to L3 or DRAM). Paired
+// against packing up front (benchmarks/bench_kernel_change.py, Zen 5, 21 rounds): AVX-512
+// 1.04x at 1024 and 1.05x at 2048, AVX2 1.02x at 1024 and 0.99x at 512. Two threads keep the
+// up-front packing: it needs no wait between K blocks.
 // ---------------------------------------------------------------------------------------------
 constexpr size_t NT = 4 * NR;                       // columns per work tile: 64 (AVX-512: 128)
 constexpr size_t B_ROWS = 8;                        // rows of B per packing task
@@ -747,6 +753,7 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
     if (max_tiles < static_cast<size_t>(nt)) nt = static_cast<int>(max_tiles);
     (void)nt;
     const bool spread = nt > 1;  // the column order below; one thread takes B slivers in order
+    const bool lazy = nt == 1;
 
     for (size_t jc = 0; jc < N; jc += NC) {
         const size_t nc = std::min(NC, N - jc);
@@ -758,28 +765,34 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
         const size_t b_chunks = ceil_div(KC, B_ROWS);     // per K block (the last may need fewer)
         const size_t pack_tasks = a_tasks + b_chunks * k_blocks;
         std::atomic<size_t> next{0};
+        auto pack_a_sliver = [&](size_t i0, size_t p) {  // rows i0..i0+MR of K block p
+            const size_t pc = p * KC, kc = std::min(KC, K - pc);
+            pack_a(A + i0 * lda + pc, lda, std::min(MR, M - i0), kc, Ap + pc * m_pad + i0 * kc);
+        };
+        auto pack_b_chunk = [&](size_t p, size_t k0) {  // rows k0..k0+B_ROWS of K block p
+            const size_t pc = p * KC, kc = std::min(KC, K - pc);
+            if (k0 < kc)
+                pack_b_rows(B + (pc + k0) * ldb + jc, ldb, std::min(B_ROWS, kc - k0), nc, kc,
+                            Bp + pc * nc_pad + k0 * NR);
+        };
 #if defined(_OPENMP)
 #pragma omp parallel num_threads(nt)
 #endif
         {
+            if (!lazy) {
 #if defined(_OPENMP)
 #pragma omp for schedule(dynamic, 4)
 #endif
-            for (size_t task = 0; task < pack_tasks; ++task) {
-                if (task < a_tasks) {  // one sliver of A, every K block: its rows read in order
-                    const size_t i0 = task * MR, mr = std::min(MR, M - i0);
-                    for (size_t pc = 0; pc < K; pc += KC) {
-                        const size_t kc = std::min(KC, K - pc);
-                        pack_a(A + i0 * lda + pc, lda, mr, kc, Ap + pc * m_pad + i0 * kc);
+                for (size_t task = 0; task < pack_tasks; ++task) {
+                    if (task < a_tasks) {  // one sliver of A, every K block: its rows read in order
+                        const size_t i0 = task * MR;
+                        for (size_t p = 0; p < k_blocks; ++p) pack_a_sliver(i0, p);
+                    } else {  // B_ROWS rows of one K block across the panel
+                        const size_t bt = task - a_tasks;
+                        pack_b_chunk(bt / b_chunks, (bt % b_chunks) * B_ROWS);
                     }
-                } else {  // B_ROWS rows of one K block across the panel
-                    const size_t bt = task - a_tasks, p = bt / b_chunks, k0 = (bt % b_chunks) * B_ROWS;
-                    const size_t pc = p * KC, kc = std::min(KC, K - pc);
-                    if (k0 < kc)
-                        pack_b_rows(B + (pc + k0) * ldb + jc, ldb, std::min(B_ROWS, kc - k0), nc, kc,
-                                    Bp + pc * nc_pad + k0 * NR);
-                }
-            }  // implicit barrier: Ap and this panel's Bp are complete
+                }  // implicit barrier: Ap and this panel's Bp are complete
+            }
             for (;;) {
                 const size_t item = next.fetch_add(1, std::memory_order_relaxed);
                 if (item >= k_blocks * tiles) break;
@@ -790,6 +803,12 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                 const size_t j = t % n_tiles, half = (n_tiles + 1) / 2;
                 const size_t ic = (t / n_tiles) * MC, jt = (spread ? j % 2 * half + j / 2 : j) * NT;
                 const size_t mcb = std::min(MC, M - ic), ntb = std::min(NT, nc - jt);
+                if (lazy) {
+                    if (t == 0)
+                        for (size_t k0 = 0; k0 < kc; k0 += B_ROWS) pack_b_chunk(p, k0);
+                    if (j == 0 && jc == 0)
+                        for (size_t i0 = ic; i0 < ic + mcb; i0 += MR) pack_a_sliver(i0, p);
+                }
                 Epilogue ep{p > 0, nullptr};
                 for (size_t jr = jt; jr < jt + ntb; jr += NR) {
                     const size_t nr = std::min(NR, nc - jr);
