@@ -765,15 +765,23 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
         const size_t b_chunks = ceil_div(KC, B_ROWS);     // per K block (the last may need fewer)
         const size_t pack_tasks = a_tasks + b_chunks * k_blocks;
         std::atomic<size_t> next{0};
-        auto pack_a_sliver = [&](size_t i0, size_t p) {  // rows i0..i0+MR of K block p
+        // Where the packed sliver of A rows ir.. (in the tile row from ic) and the packed B of
+        // K block p live. Up front, each K block has its own place. One thread packs as it goes
+        // into one MC x KC block of A and one KC x nc slice of B, reused by every tile row and K
+        // block, so they stay in L2 and L3 from one use (and one call) to the next.
+        auto a_at = [&](size_t p, size_t ic, size_t ir, size_t kc) {
+            return lazy ? Ap + (ir - ic) * kc : Ap + p * KC * m_pad + ir * kc;
+        };
+        auto b_at = [&](size_t p) { return lazy ? Bp : Bp + p * KC * nc_pad; };
+        auto pack_a_sliver = [&](size_t p, size_t ic, size_t i0) {  // rows i0..+MR, K block p
             const size_t pc = p * KC, kc = std::min(KC, K - pc);
-            pack_a(A + i0 * lda + pc, lda, std::min(MR, M - i0), kc, Ap + pc * m_pad + i0 * kc);
+            pack_a(A + i0 * lda + pc, lda, std::min(MR, M - i0), kc, a_at(p, ic, i0, kc));
         };
         auto pack_b_chunk = [&](size_t p, size_t k0) {  // rows k0..k0+B_ROWS of K block p
             const size_t pc = p * KC, kc = std::min(KC, K - pc);
             if (k0 < kc)
                 pack_b_rows(B + (pc + k0) * ldb + jc, ldb, std::min(B_ROWS, kc - k0), nc, kc,
-                            Bp + pc * nc_pad + k0 * NR);
+                            b_at(p) + k0 * NR);
         };
 #if defined(_OPENMP)
 #pragma omp parallel num_threads(nt)
@@ -786,7 +794,7 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                 for (size_t task = 0; task < pack_tasks; ++task) {
                     if (task < a_tasks) {  // one sliver of A, every K block: its rows read in order
                         const size_t i0 = task * MR;
-                        for (size_t p = 0; p < k_blocks; ++p) pack_a_sliver(i0, p);
+                        for (size_t p = 0; p < k_blocks; ++p) pack_a_sliver(p, 0, i0);
                     } else {  // B_ROWS rows of one K block across the panel
                         const size_t bt = task - a_tasks;
                         pack_b_chunk(bt / b_chunks, (bt % b_chunks) * B_ROWS);
@@ -806,8 +814,8 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                 if (lazy) {
                     if (t == 0)
                         for (size_t k0 = 0; k0 < kc; k0 += B_ROWS) pack_b_chunk(p, k0);
-                    if (j == 0 && jc == 0)
-                        for (size_t i0 = ic; i0 < ic + mcb; i0 += MR) pack_a_sliver(i0, p);
+                    if (j == 0)
+                        for (size_t i0 = ic; i0 < ic + mcb; i0 += MR) pack_a_sliver(p, ic, i0);
                 }
                 Epilogue ep{p > 0, nullptr};
                 for (size_t jr = jt; jr < jt + ntb; jr += NR) {
@@ -819,7 +827,7 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                     // before each call: otherwise its first call waits on L3 for it. Zen 3, a
                     // paired A/B of the two libraries: 1.01-1.05x on 1 thread at 1024 and 2048,
                     // 1.01x on 2. (The AVX-512 path has not been timed with it.)
-                    const uintptr_t next = reinterpret_cast<uintptr_t>(Bp + pc * nc_pad + (jr + NR) * kc);
+                    const uintptr_t next = reinterpret_cast<uintptr_t>(b_at(p) + (jr + NR) * kc);
                     const size_t lines = jr + NR < nc_pad ? kc * NR / 16 : 0;
                     const size_t per = ceil_div(lines, ceil_div(mcb, MR));
                     size_t line = 0;
@@ -829,7 +837,7 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                         for (size_t l = 0; l < per && line < lines; ++l, ++line)
                             _mm_prefetch(reinterpret_cast<const char*>(next + line * 64), _MM_HINT_T1);
 #endif
-                        micro_kernel(kc, Ap + pc * m_pad + ir * kc, Bp + pc * nc_pad + jr * kc,
+                        micro_kernel(kc, a_at(p, ic, ir, kc), b_at(p) + jr * kc,
                                      C + ir * ldc + jc + jr, ldc, std::min(MR, M - ir), nr, e);
                     }
                 }
