@@ -683,7 +683,8 @@ float* scratch(size_t count, int which) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The blocked GEMM, C(M x N) = A(M x K) @ B(K x N) [then gelu(C + bias) if bias], in pseudo-code:
+// The blocked GEMM, C(M x N) = A(M x K) @ B(K x N) [then gelu(C + bias) if bias], in pseudo-code
+// for two or more threads (one thread: see the end of this comment):
 //
 //   pack all of A -> Ap, as [K block][MR sliver][kc][MR]     # once per call
 //   for jc in 0..N step nc:                                  # B panel columns (usually one)
@@ -708,12 +709,15 @@ float* scratch(size_t count, int which) {
 // threads writing neighbouring tiles passed it back and forth on every write-back (on 2 threads at
 // 1024-2048, Zen 3, benchmarks/bench_kernel_change.py: 1.08-1.11x against the plain order).
 // One thread keeps the plain order, which reads the B panel front to back (0.98x otherwise).
-// One thread also packs as it goes, not all up front: a K block's B slice just before its first
-// tile, and a row of tiles' MC x KC block of A just before that row, so the block is still in L2
-// when the micro-kernel reads it (packed up front, all of A had gone on to L3 or DRAM). Paired
-// against packing up front (benchmarks/bench_kernel_change.py, Zen 5, 21 rounds): AVX-512
-// 1.04x at 1024 and 1.05x at 2048, AVX2 1.02x at 1024 and 0.99x at 512. Two threads keep the
-// up-front packing: it needs no wait between K blocks.
+// One thread packs as it goes instead, as OpenBLAS and BLIS do: a K block's KC x nc slice of B
+// just before that block's first tile, and a row of tiles' MC x KC block of A just before that
+// row, each into one buffer that every K block and tile row reuses. The A block is then in L2
+// when the micro-kernel reads it, and both buffers stay cached from one call to the next; packed
+// up front, all of A had gone on to L3 or DRAM, and every packing store missed. Paired against
+// packing up front, with pack_b_rows' vector moves (benchmarks/bench_kernel_change.py, Zen 5,
+// 11 rounds, 1 thread, n = 256, 512, 1024, 2048): AVX-512 1.06x, 1.01x, 1.05x, 1.04x; AVX2
+// 1.01x, 1.01x, 1.03x, 1.02x. Two threads keep the up-front packing: it needs no wait between
+// K blocks.
 // ---------------------------------------------------------------------------------------------
 constexpr size_t NT = 4 * NR;                       // columns per work tile: 64 (AVX-512: 128)
 constexpr size_t B_ROWS = 8;                        // rows of B per packing task
