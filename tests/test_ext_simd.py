@@ -150,6 +150,35 @@ def test_matmul_and_fused_epilogue_across_many_small_blocks(small_blocks, m, k, 
     np.testing.assert_allclose(fused, gelu64(ref + bias), atol=gemm_tol(a, b) * 1.2 + 1e-6)
 
 
+@given(
+    kc=st.integers(1, 40), mc_slivers=st.integers(1, 4), nc_slivers=st.integers(1, 4),
+    m=st.integers(1, 60), k=st.integers(1, 90), n=st.integers(1, 140),
+    threads=st.sampled_from([1, 2]), fused=st.booleans(), seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_matmul_matches_at_drawn_blocks_and_shapes(
+    kc, mc_slivers, nc_slivers, m, k, n, threads, fused, seed
+) -> None:
+    """Blocks drawn with the shape: one thread packs each tile row's A block and each K block's B
+    slice into one reused buffer, so a wrong offset or a block packed once too few shows up at
+    some boundary of K blocks, tile rows or B panels."""
+    lib = simd._load()
+    saved = [lib.tt_block(i) for i in range(3)]
+    assert lib.tt_set_blocks(kc, mc_slivers * lib.tt_mr(), nc_slivers * lib.tt_nr()) == 0
+    try:
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        if fused:
+            bias = rng.standard_normal(n).astype(np.float32)
+            got = simd.matmul_bias_gelu(a, b, bias, threads=threads)
+            np.testing.assert_allclose(got, gelu64(ref + bias), atol=gemm_tol(a, b) * 1.2 + 1e-6)
+        else:
+            np.testing.assert_allclose(simd.matmul(a, b, threads=threads), ref, atol=gemm_tol(a, b))
+    finally:
+        assert lib.tt_set_blocks(*saved) == 0
+
+
 PATH_CHECK = """
 import numpy as np
 from tinytorch.extensions import simd
