@@ -850,7 +850,8 @@ int sgemm_panel(const float* A, const float* B, float* C, size_t M, size_t N, si
                     // The next sliver of this K block's B panel, into L2, a share of its lines
                     // before each call: otherwise its first call waits on L3 for it. Zen 3, a
                     // paired A/B of the two libraries: 1.01-1.05x on 1 thread at 1024 and 2048,
-                    // 1.01x on 2. (The AVX-512 path has not been timed with it.)
+                    // 1.01x on 2. The AVX-512 path goes without: on Zen 5 (before one thread
+                    // packed as it goes) it ran 0.93-0.98x with it at 512-2048.
                     const uintptr_t next = reinterpret_cast<uintptr_t>(b_at(p) + (jr + NR) * kc);
                     const size_t lines = jr + NR < nc_pad ? kc * NR / 16 : 0;
                     const size_t per = ceil_div(lines, ceil_div(mcb, MR));
