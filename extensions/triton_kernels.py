@@ -149,28 +149,30 @@ def available() -> tuple[bool, str]:
         return False, _IMPORT_ERROR
     if importlib.util.find_spec("torch") is None:
         return False, "torch is not installed; Triton kernels take torch tensors"
-    gpu = _cuda_name()
-    if gpu:
-        return True, f"triton {triton.__version__} on cuda ({gpu})"
+    # The interpreter runs on the CPU even where a GPU is present (TRITON_INTERPRET=1 is asked
+    # for on purpose: the CPU dry runs and tests), so it is checked first.
     if INTERPRET:
         return (
             True,
             f"triton {triton.__version__} interpreter on the CPU (TRITON_INTERPRET=1, slow)",
         )
+    gpu = _cuda_name()
+    if gpu:
+        return True, f"triton {triton.__version__} on cuda ({gpu})"
     return False, NO_GPU.format(version=triton.__version__)
 
 
 def _torch_and_device() -> tuple[Any, str]:
-    """(torch, "cuda") on a GPU, (torch, "cpu") under the interpreter, else RuntimeError(reason)."""
+    """(torch, "cpu") under the interpreter, (torch, "cuda") on a GPU, else RuntimeError(reason)."""
     if _IMPORT_ERROR is not None:
         raise RuntimeError(_IMPORT_ERROR)
     torch = _torch()
     if torch is None:
         raise RuntimeError(available()[1])
+    if INTERPRET:  # before the GPU: see available()
+        return torch, "cpu"
     if torch.cuda.is_available():
         return torch, "cuda"
-    if INTERPRET:
-        return torch, "cpu"
     raise RuntimeError(available()[1])
 
 

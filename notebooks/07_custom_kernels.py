@@ -117,6 +117,11 @@ gelu = walk("fused_gelu")
 # im2col copies every receptive field into one row, so the convolution becomes
 # `im2col(x) @ weight.reshape(F, -1).T`. Checked against a direct float64 sliding window with
 # padding, stride 2 on an odd, non-square input, a 2×2 kernel and a 5×5 kernel with padding 2.
+#
+# As in the course, `im2col_conv2d` is inference only (a plain Tensor, no graph). The backward pass
+# is graded through the differentiable path, `Im2colConv2dFunction.apply(x, weight, bias,
+# stride=..., padding=...)`: the `backward` check compares its grad x, grad weight and grad bias
+# with float64.
 
 # %%
 conv = walk("im2col_conv2d")

@@ -10,7 +10,13 @@ from numeric_grad import assert_close
 
 from tinytorch.core.tensor import Tensor
 from tinytorch.nn import Conv2d, conv2d
-from tinytorch.perf.acceleration import col2im, im2col, im2col_conv2d
+from tinytorch.perf.acceleration import Im2colConv2dFunction, col2im, im2col, im2col_conv2d
+
+
+def conv_apply(x, weight, bias=None, stride=1, padding=0):
+    """The course's differentiable path: im2col_conv2d itself is inference only."""
+    return Im2colConv2dFunction.apply(x, weight, bias, stride=stride, padding=padding)
+
 
 # ---- plain references: one Python loop per index, float64 -----------------------------------
 
@@ -229,7 +235,7 @@ def test_conv_named_cases_match_conv2d_layer(shape, out_ch, k, stride, padding):
     )
 
 
-# ---- im2col_conv2d backward ------------------------------------------------------------------
+# ---- Im2colConv2dFunction backward (im2col_conv2d is inference only) --------------------------
 
 
 @given(geometries(max_side=7), st.integers(1, 3), st.booleans(), st.integers(0, 2**16))
@@ -246,7 +252,7 @@ def test_gradients_match_conv2d(geom, out_ch, with_bias, seed):
         out.backward(rand(out.shape, seed + 3))
         return out, xt, wt, bt
 
-    _, xt, wt, bt = run(im2col_conv2d)
+    _, xt, wt, bt = run(conv_apply)
     _, xr, wr, br = run(conv2d)
     for mine, theirs, name in ((xt, xr, "x"), (wt, wr, "weight")) + (
         ((bt, br, "bias"),) if b is not None else ()
@@ -286,7 +292,7 @@ def test_gradients_match_finite_differences(shape, out_ch, kernel, stride, paddi
         return im2col_conv2d(x_, w_, b_, stride, padding).data
 
     xt, wt, bt = (Tensor(a, requires_grad=True) for a in (x, w, b))
-    out = im2col_conv2d(xt, wt, bt, stride, padding)
+    out = conv_apply(xt, wt, bt, stride, padding)
     weight = rand(out.shape, 3)
     out.backward(weight)
     for k, t in enumerate((xt, wt, bt)):
@@ -298,7 +304,7 @@ def test_gradient_only_where_required_and_inputs_unchanged():
     x, w, b = rand((2, 2, 6, 5), 0), rand((3, 2, 3, 3), 1), rand((3,), 2)
     x0, w0, b0 = x.copy(), w.copy(), b.copy()
     xt, wt = Tensor(x), Tensor(w, requires_grad=True)  # x needs no gradient
-    out = im2col_conv2d(xt, wt, b, stride=2, padding=1)
+    out = conv_apply(xt, wt, b, stride=2, padding=1)
     out.backward(np.ones(out.shape, dtype=np.float32))
     assert xt.grad is None
     assert wt.grad is not None and wt.grad.shape == w.shape
@@ -307,14 +313,24 @@ def test_gradient_only_where_required_and_inputs_unchanged():
 
 
 def test_no_graph_when_nothing_requires_grad():
-    out = im2col_conv2d(rand((1, 1, 4, 4), 0), rand((1, 1, 3, 3), 1))
+    out = conv_apply(rand((1, 1, 4, 4), 0), rand((1, 1, 3, 3), 1))
     assert not out.requires_grad and out._grad_fn is None
+
+
+def test_im2col_conv2d_is_inference_only_as_in_the_course():
+    x = Tensor(rand((1, 2, 5, 5), 0), requires_grad=True)
+    w = Tensor(rand((2, 2, 3, 3), 1), requires_grad=True)
+    out = im2col_conv2d(x, w, padding=1)
+    assert not out.requires_grad and out._grad_fn is None
+    assert_close(out.data, conv_apply(x, w, padding=1).data.astype(np.float64), 1e-6, "forward")
+    out.sum().backward()  # a silent no-op: no graph, nothing reaches x
+    assert x.grad is None
 
 
 def test_grad_flows_through_a_following_op():
     x = Tensor(rand((1, 2, 5, 5), 0), requires_grad=True)
     w = Tensor(rand((2, 2, 3, 3), 1), requires_grad=True)
-    loss = (im2col_conv2d(x, w, padding=1) * 2.0).sum()
+    loss = (conv_apply(x, w, padding=1) * 2.0).sum()
     loss.backward()
     xr = Tensor(x.data, requires_grad=True)
     wr = Tensor(w.data, requires_grad=True)

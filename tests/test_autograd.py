@@ -68,8 +68,8 @@ def test_gradients_accumulate_across_two_backward_calls():
     (x * c).sum().backward()  # a second, freshly built graph
     np.testing.assert_allclose(x.grad, 2 * c)
     loss = (x * c).sum()
-    loss.backward()
-    loss.backward()  # the same graph twice
+    loss.backward(retain_graph=True)
+    loss.backward()  # the same graph twice: kept by retain_graph the first time
     np.testing.assert_allclose(x.grad, 4 * c)
     x.zero_grad()
     assert x.grad is None
@@ -148,8 +148,8 @@ def test_no_grad_builds_no_graph():
             pass
         z = x * 3.0  # still inside the outer block after the nested one closed
     assert not y.requires_grad and not z.requires_grad
-    with pytest.raises(RuntimeError, match="does not require grad"):
-        y.sum().backward()
+    y.sum().backward()  # the course's rule: a silent no-op, nothing reaches x
+    assert x.grad is None
     w = x * 2.0
     assert w.requires_grad
     w.sum().backward()
@@ -276,10 +276,12 @@ class TooFew(Function):
         return (g,)
 
 
-def test_backward_with_the_wrong_number_of_gradients_says_so():
-    a = Tensor([1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="returned 1 gradients for 2 inputs"):
-        TooFew.apply(a, Tensor([2.0])).backward(np.ones(1))
+def test_backward_gradients_are_zipped_with_the_inputs():
+    """As in the course: gradients pair with inputs in order; a missing one leaves that input be."""
+    a, b = Tensor([1.0], requires_grad=True), Tensor([2.0], requires_grad=True)
+    TooFew.apply(a, b).backward(np.ones(1))
+    np.testing.assert_array_equal(a.grad, [1.0])
+    assert b.grad is None
 
 
 def test_a_one_input_backward_may_return_the_bare_array():

@@ -92,8 +92,7 @@ def test_vectorized_matmul_batches_and_broadcasts_like_numpy() -> None:
     from tinytorch.perf.acceleration import vectorized_matmul
 
     rng = np.random.default_rng(1)
-    for a_shape, b_shape in [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)),
-                             ((4,), (4, 3)), ((2, 3, 4), (4,))]:  # fmt: skip
+    for a_shape, b_shape in [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2))]:
         a = rng.standard_normal(a_shape).astype(np.float32)
         b = rng.standard_normal(b_shape).astype(np.float32)
         out = vectorized_matmul(a, b)
@@ -107,7 +106,9 @@ def test_vectorized_matmul_batches_and_broadcasts_like_numpy() -> None:
 @pytest.mark.parametrize(
     "a_shape, b_shape, match",
     [((3, 4), (5, 2), "inner dimensions"), ((2, 3, 4), (3, 4, 5), "batch dimensions"),
-     ((), (3,), "a must have at least 1 dimension"), ((3,), (), "b must have")],
+     ((), (3, 3), "a must have at least 2 dimensions"), ((3, 3), (), "b must have"),
+     ((4,), (4,), r"a must have at least 2 dimensions \(matmul requires 2D\+"),
+     ((4,), (4, 3), "a must have"), ((2, 3, 4), (4,), "b must have")],
 )  # fmt: skip
 def test_vectorized_matmul_argument_errors_are_value_errors(a_shape, b_shape, match) -> None:
     from tinytorch.perf.acceleration import vectorized_matmul
@@ -177,17 +178,20 @@ def test_a_raising_backward_check_gets_the_lesson_of_its_phase_and_message(phase
     assert got.detail == f"x (1, 1, 4, 4): raised {error}"
 
 
-def test_a_backward_returning_two_gradients_for_three_inputs_is_told_so(tmp_path) -> None:
+def test_a_backward_that_drops_the_bias_gradient_is_told_grad_bias_is_missing(tmp_path) -> None:
+    """As in the course, gradients are zipped with the inputs: two for three inputs is no error,
+    but the bias then gets no gradient, and the check names it."""
     source = COURSE.read_text()
-    returns = "        return grad_x, grad_weight, grad_bias\n"
+    returns = "            return grad_x, grad_weight, grad_bias\n"
     assert source.count(returns) == 1
     path = tmp_path / "two_gradients.py"
-    path.write_text(source.replace(returns, "        return grad_x, grad_weight\n"))
+    path.write_text(source.replace(returns, "            return grad_x, grad_weight\n"))
     result = run_part_a(str(path), timeout=10.0)
     check = {c.name: c for c in result.checks}["backward"]
     assert result.verdict == "NOT_PASSED" and check.status == "fail"
-    assert "returned 2 gradients for 3 inputs" in check.detail
-    assert check.lesson == backward.LESSONS["gradients"]
+    assert "grad bias is missing" in check.detail
+    assert check.lesson == backward.LESSONS["bias"]
+    assert check.blame == ["im2col_conv2d"] and "Im2colConv2dFunction.backward" in check.lesson
 
 
 CLASS = "class Im2colConv2dFunction(Function):\n"
@@ -225,7 +229,8 @@ def test_a_stub_in_the_function_class_im2col_conv2d_uses_is_incomplete(tmp_path)
     source = COURSE.read_text().replace(CLASS, ABSTRACT).replace("Im2colConv2dFunction", "Conv")
     stub = "    def extra(self):\n        raise NotImplementedError\n\n"
     path = tmp_path / "stubbed_method.py"
-    path.write_text(source.replace(BACKWARD, stub + BACKWARD))
+    alias = "\nIm2colConv2dFunction = Conv  # the graded name, bound to the student's class\n"
+    path.write_text(source.replace(BACKWARD, stub + BACKWARD) + alias)
     result = run_part_a(str(path), timeout=10.0)
     assert result.verdict == "INCOMPLETE"
     assert [m.split("(")[0] for m in result.missing] == ["Conv.extra"]

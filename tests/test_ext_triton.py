@@ -45,7 +45,7 @@ CHILD = textwrap.dedent(
     from test_ext_triton import GEMM_CASES, GELU_CASES, inputs
 
     ok, why = tk.available()
-    assert ok and tk.INTERPRET, why
+    assert ok and tk.INTERPRET == (sys.argv[3] == "interpreter"), why
     out = {}
     for i, (m, k, n) in enumerate(GEMM_CASES):
         a, b, bias = inputs(i, (m, k), (k, n), (n,))
@@ -58,7 +58,8 @@ CHILD = textwrap.dedent(
     x = np.array([[-np.inf, np.inf, -3e38, 3e38, -100.0, 100.0, 0.0]], np.float32)
     out["special"] = tk.fused_bias_gelu(x, np.zeros(7, np.float32))
     import torch
-    t = tk.fused_bias_gelu(torch.from_numpy(x), torch.zeros(7))
+    dev = "cpu" if tk.INTERPRET else "cuda"
+    t = tk.fused_bias_gelu(torch.from_numpy(x).to(dev), torch.zeros(7, device=dev))
     out["tensor_in_tensor_out"] = np.array([isinstance(t, torch.Tensor)])
     for bad, name in [((np.ones((2, 3)), np.ones((4, 2))), "inner"), ((np.ones(3), np.ones(3)), "a")]:
         try:
@@ -70,13 +71,28 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
-def child_outputs(tmp_path_factory) -> dict[str, np.ndarray]:
+def _cuda_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+# The same kernels twice: through the interpreter on the CPU (everywhere), and compiled for a real
+# CUDA GPU where one is present (skipped, saying so, elsewhere).
+@pytest.fixture(scope="module", params=["interpreter", "cuda"])
+def child_outputs(request, tmp_path_factory) -> dict[str, np.ndarray]:
+    mode = request.param
+    if mode == "cuda" and not _cuda_gpu():
+        pytest.skip("no CUDA GPU: the compiled Triton kernels are checked only on a GPU machine")
     path = tmp_path_factory.mktemp("triton") / "out.npz"
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if mode == "interpreter":
+        env["TRITON_INTERPRET"] = "1"
     here = os.path.dirname(__file__)
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), here],
+        [sys.executable, "-c", CHILD, str(path), here, mode],
         env=env,
         capture_output=True,
         text=True,

@@ -1,4 +1,5 @@
-"""The sandbox's "grad" request and the "stub" field of not_implemented replies (CONTRACTS K1)."""
+"""The sandbox's "grad" request (through Im2colConv2dFunction.apply, the course's differentiable path)
+and the "stub" field of not_implemented replies."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def conv_request(with_bias: bool = True) -> tuple[dict, list, np.ndarray]:
     w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     b = rng.standard_normal(3).astype(np.float32) if with_bias else None
     g = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)  # stride 2, padding 1 -> 3x3
-    req = {"fn": "im2col_conv2d", "args": [x, w, b], "kwargs": {"stride": 2, "padding": 1},
+    req = {"fn": "Im2colConv2dFunction.apply", "args": [x, w, b],
+           "kwargs": {"stride": 2, "padding": 1},
            "audit": False, "grad": g}  # fmt: skip
     return req, [x, w, b], g
 

@@ -154,6 +154,7 @@ def test_error_locations_point_at_the_students_own_file(kind, tmp_path) -> None:
     stub = "        raise NotImplementedError('later')\n"
     source = source.replace(*RAISES).replace(BACKWARD_DEF, BACKWARD_DEF + stub)
     source = source.replace("Im2colConv2dFunction", "Conv")  # a name the grader cannot guess
+    source += "\nIm2colConv2dFunction = Conv  # graded under the course's name\n"
     path = write(tmp_path, kind, source)
     result = run_part_a(str(path), timeout=10.0, cases=["fused_gelu/zeros"])
     (case,) = result.cases

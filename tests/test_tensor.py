@@ -132,14 +132,18 @@ def test_transpose(data, shape, seed):
 
     def f(t):
         # weight multiplies before the transpose: backward must apply the inverse permutation.
-        return (t * weight).transpose(axes)
+        v = t * weight  # a Tensor, or the float64 ndarray of the reference run
+        return v.permute(axes) if isinstance(v, Tensor) else np.transpose(v, axes)
 
     check_forward_backward(f, [x], seed)
 
 
-def test_transpose_without_axes_reverses_them():
+def test_transpose_without_axes_swaps_the_last_two_and_T_reverses_them():
     x = np.arange(24.0).reshape(2, 3, 4)
-    check_forward_backward(lambda t: t.transpose() * 1.0, [x])
+    assert Tensor(x).transpose().shape == (2, 4, 3) and Tensor(x).T.shape == (4, 3, 2)
+    swap_last = lambda t: t.transpose() if isinstance(t, Tensor) else np.swapaxes(t, -1, -2)
+    check_forward_backward(lambda t: swap_last(t) * 1.0, [x])
+    check_forward_backward(lambda t: t.T * 1.0, [x])
     check_forward_backward(lambda t: t.T * 1.0, [x[0]])
 
 

@@ -1,8 +1,10 @@
 """A Module 17 written in the public course's conventions: the tests grade it as submitted.
 
-- the convolution is a Function subclass called as `apply(x, weight, bias, stride=, padding=)`;
-  forward gets only arrays and reads self.stride / self.padding, backward returns one gradient
-  per input (None for an absent bias);
+- `im2col_conv2d` is inference only: it returns a plain Tensor, with no graph;
+- the differentiable path is a Function subclass called as `Im2colConv2dFunction.apply(x, weight,
+  bias, stride=, padding=)`; forward gets only arrays and reads self.stride / self.padding;
+  backward tests `len(self.inputs) > 2` for the bias and returns the bias gradient with a kept
+  axis, (1, F), which autograd sums down to the bias's shape;
 - fused_gelu works in place on a copied Tensor: `Tensor(x.data)` copies, so x is untouched;
 - the imports are the course's own.
 """
@@ -101,15 +103,27 @@ class Im2colConv2dFunction(Function):
         return out.reshape(N, out_h, out_w, F).transpose(0, 3, 1, 2)
 
     def backward(self, grad_output):
-        x, weight, bias = self.inputs
+        x, weight = self.inputs[0], self.inputs[1]
         F, _, k, _ = weight.shape
         g = grad_output.transpose(0, 2, 3, 1).reshape(-1, F)
         grad_weight = (g.T @ self.cols).reshape(weight.shape)
         grad_cols = g @ weight.data.reshape(F, -1)
         grad_x = col2im(Tensor(grad_cols), x.shape, k, self.stride, self.padding).data
-        grad_bias = g.sum(axis=0) if bias is not None else None
-        return grad_x, grad_weight, grad_bias
+        if len(self.inputs) > 2:  # the course's test for a bias; kept axis: (1, F), not (F,)
+            grad_bias = g.sum(axis=0, keepdims=True)
+            return grad_x, grad_weight, grad_bias
+        return grad_x, grad_weight
 
 
 def im2col_conv2d(x, weight, bias=None, stride=1, padding=0):
-    return Im2colConv2dFunction.apply(x, weight, bias, stride=stride, padding=padding)
+    """Inference only, as in the course: a plain Tensor with no graph."""
+    X, Wt = _data(x), _data(weight)
+    F, _, k, _ = Wt.shape
+    N, _, H, W = X.shape
+    out_h = (H + 2 * padding - k) // stride + 1
+    out_w = (W + 2 * padding - k) // stride + 1
+    cols = im2col(X, k, stride, padding).data
+    out = cols @ Wt.reshape(F, -1).T
+    if bias is not None:
+        out = out + _data(bias)
+    return Tensor(out.reshape(N, out_h, out_w, F).transpose(0, 3, 1, 2))

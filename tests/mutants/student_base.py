@@ -51,7 +51,7 @@ def im2col(x, kernel_size, stride=1, padding=0):
     return Tensor(cols.reshape(N * oh * ow, C * k * k))
 
 
-class ConvFunction(Function):
+class Im2colConv2dFunction(Function):
     """The course's convention: apply(x, w, b, stride=, padding=) sets self.stride/self.padding."""
 
     def forward(self, xd, wd, bias):
@@ -81,7 +81,7 @@ def im2col_conv2d(x, weight, bias=None, stride=1, padding=0):
     Wt = _arr(weight)
     if Wt.ndim != 4:
         raise ValueError("weight must be (F, C, k, k)")
-    return ConvFunction.apply(x, weight, bias, stride=stride, padding=padding)
+    return Im2colConv2dFunction.apply(x, weight, bias, stride=stride, padding=padding)
 
 
 def col2im(cols, x_shape, kernel_size, stride=1, padding=0):

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 _grad_enabled = True
 
 
+def is_grad_enabled() -> bool:
+    """Whether operations record the graph now (False inside `no_grad()`)."""
+    return _grad_enabled
+
+
 @contextlib.contextmanager
 def no_grad() -> Iterator[None]:
     """Build no graph inside the block (inference, optimiser updates)."""
@@ -31,28 +36,40 @@ def no_grad() -> Iterator[None]:
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum `grad` over the axes that broadcasting added or stretched, so it has `shape` again."""
+    """Sum `grad` over the axes that broadcasting added or stretched, so it has `shape` again.
+
+    Raises ValueError when `grad` cannot have come from broadcasting to an array of `shape`.
+    """
     while grad.ndim > len(shape):
         grad = grad.sum(axis=0)
+    if grad.ndim < len(shape):  # (O,) for a (1, O) input: the leading 1s come back by reshape
+        grad = grad.reshape((1,) * (len(shape) - grad.ndim) + grad.shape)
     for axis, size in enumerate(shape):
         if size == 1 and grad.shape[axis] != 1:
             grad = grad.sum(axis=axis, keepdims=True)
-    return grad.reshape(shape)
+    if grad.shape != tuple(shape):
+        raise ValueError(f"a gradient of shape {grad.shape} does not reduce to shape {shape}")
+    return grad
 
 
 class Function:
     """Base class of an autograd node. Subclasses implement `forward` and `backward`.
 
-    The course's convention: `apply(*inputs, **params)` makes the node, keeps the input Tensors
-    in `self.inputs` and each keyword as an attribute (`self.stride`, ...), then calls
-    `forward(*arrays)` with only the inputs' data. `backward(grad_output)` returns one gradient
-    (or None) per input, in the order of `self.inputs`. A None input (an absent bias) stays None
-    in `self.inputs` and reaches `forward` as None.
+    The course's convention: `apply(*inputs, **params)` makes the node `cls(*inputs, **params)`,
+    which keeps the input Tensors in `self.inputs` and each keyword as an attribute
+    (`self.stride`, ...), then calls `forward(*arrays)` with only the inputs' data and keeps the
+    result in `self.output`. A node can also be built directly, `Fn(*inputs, **params)`.
+    `backward(grad_output)` returns gradients that are zipped with `self.inputs`: extra ones are
+    ignored, and each is summed down to its input's shape (kept or added broadcast axes are fine).
+    A None input (an absent bias) stays None in `self.inputs` and reaches `forward` as None.
     """
 
-    def __init__(self) -> None:
-        self.inputs: tuple[Tensor | None, ...] = ()
+    def __init__(self, *inputs: Any, **params: Any) -> None:
+        self.inputs: tuple[Tensor | None, ...] = inputs
         self.saved: tuple[Any, ...] = ()
+        self.output: Tensor | None = None
+        for name, value in params.items():
+            setattr(self, name, value)
 
     def save_for_backward(self, *values: Any) -> None:
         self.saved = values
@@ -69,7 +86,8 @@ class Function:
         from tinytorch.core.tensor import Tensor
 
         tensors = tuple(x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs)
-        fn = cls()
+        fn = cls(*tensors, **params)
+        # Set again: a subclass's own __init__ may not pass them on to Function.__init__.
         fn.inputs = tensors
         for name, value in params.items():
             setattr(fn, name, value)
@@ -85,6 +103,7 @@ class Function:
         out.requires_grad = needs_grad
         if needs_grad:
             out._grad_fn = fn
+            fn.output = out  # the node keeps its output (out -> fn -> out until released)
         return out
 
 
@@ -110,35 +129,45 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     return order
 
 
-def backward_pass(root: Tensor, grad: np.ndarray) -> None:
-    """Propagate `grad` (d loss / d root) to every leaf that requires grad, accumulating in `.grad`."""
+def backward_pass(root: Tensor, grad: np.ndarray, retain_graph: bool = False) -> None:
+    """Propagate `grad` (d loss / d root) through the graph, accumulating in `.grad` of every
+    tensor that requires grad (leaves and intermediate results alike).
+
+    Unless `retain_graph`, the graph is released afterwards: every result forgets its node, so
+    the saved arrays can be freed (a second backward reaches no node).
+    """
     grads: dict[int, np.ndarray] = {id(root): grad}
-    for node in _topological_order(root):
+    order = _topological_order(root)
+    for node in order:
         g = grads.pop(id(node), None)
         if g is None:
             continue
-        if node._grad_fn is None:
-            if node.requires_grad:
-                g = g.astype(np.float32, copy=False)
-                node.grad = g.copy() if node.grad is None else node.grad + g
-            continue
+        if node.requires_grad:
+            g = g.astype(np.float32, copy=False)
+            node.grad = g.copy() if node.grad is None else node.grad + g
         fn = node._grad_fn
+        if fn is None:
+            continue
         parent_grads = fn.backward(g)
         if parent_grads is None or isinstance(parent_grads, np.ndarray):
             parent_grads = (parent_grads,)  # a one-input node may return its gradient alone
-        if len(parent_grads) != len(fn.inputs):
-            raise RuntimeError(
-                f"{type(fn).__name__}.backward returned {len(parent_grads)} gradients for "
-                f"{len(fn.inputs)} inputs: return one gradient (or None) per input"
-            )
-        for parent, pg in zip(fn.inputs, parent_grads, strict=True):
+        # Zipped with the inputs, as in the course: extra gradients are ignored.
+        for parent, pg in zip(fn.inputs, parent_grads, strict=False):
             pg = None if pg is None else np.asarray(pg)  # a Tensor gradient counts by its data
             if pg is None or parent is None or not parent.requires_grad:
                 continue
             if pg.shape != parent.shape:
-                raise RuntimeError(
-                    f"{type(fn).__name__}.backward returned a gradient of shape {pg.shape} "
-                    f"for an input of shape {parent.shape}"
-                )
+                try:
+                    pg = unbroadcast(pg, parent.shape)
+                except ValueError:
+                    raise RuntimeError(
+                        f"{type(fn).__name__}.backward returned a gradient of shape {pg.shape} "
+                        f"for an input of shape {parent.shape}"
+                    ) from None
             key = id(parent)
             grads[key] = pg if key not in grads else grads[key] + pg
+    if not retain_graph:
+        for node in order:
+            if node._grad_fn is not None:
+                node._grad_fn.output = None
+                node._grad_fn = None

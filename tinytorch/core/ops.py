@@ -7,6 +7,8 @@ broadcast like NumPy, so their backward sums the gradient back over the broadcas
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tinytorch.core.autograd import Function, unbroadcast
@@ -160,6 +162,43 @@ class Transpose(Function):
     def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
         (axes,) = self.saved
         return (np.transpose(g, np.argsort(axes)),)
+
+
+class GetItem(Function):
+    """c = a[key] with NumPy's indexing; backward scatter-adds g into zeros of a's shape."""
+
+    key: Any = None  # apply(a, key=...)
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        self.save_for_backward(a.shape)
+        return np.array(a[self.key], dtype=np.float32, copy=True)  # its own array, even 0-d
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (shape,) = self.saved
+        out = np.zeros(shape, dtype=np.float32)
+        np.add.at(out, self.key, g)  # a repeated index (fancy indexing) adds up, as it should
+        return (out,)
+
+
+class Max(Function):
+    """c = a.max(axis, keepdims); the gradient is shared equally between tied maxima."""
+
+    axis: int | tuple[int, ...] | None = None  # apply(a, axis=..., keepdims=...)
+    keepdims: bool = False
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        m = np.max(a, axis=self.axis, keepdims=True)
+        self.save_for_backward(a == m)
+        return np.asarray(m if self.keepdims else np.squeeze(m, axis=self.axis), np.float32)
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (hit,) = self.saved
+        if not self.keepdims:
+            axes = range(hit.ndim) if self.axis is None else self.axis
+            axes = (axes,) if isinstance(axes, int) else tuple(axes)
+            g = np.expand_dims(g, tuple(ax % hit.ndim for ax in axes))
+        share = hit / hit.sum(axis=self.axis, keepdims=True)  # (a.shape), 1/ties at each max
+        return ((share * g).astype(np.float32),)
 
 
 class Exp(Function):

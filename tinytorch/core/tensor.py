@@ -47,7 +47,7 @@ class Tensor:
 
     def __init__(self, data: ArrayLike, requires_grad: bool = False) -> None:
         """Copy `data` (a Tensor, an ndarray, nested lists, a number) into a new float32 array."""
-        self.data: np.ndarray = _to_float32(data)
+        self.data = _to_float32(data)
         self.requires_grad: bool = bool(requires_grad)
         self.grad: np.ndarray | None = None
         self._grad_fn: Function | None = None
@@ -67,25 +67,27 @@ class Tensor:
         return t
 
     # ---- array-like basics ----------------------------------------------------------------
+    # As in the course, `shape`, `size` and `dtype` are plain attributes (code may assign them);
+    # they are set again whenever `.data` is replaced, so they never go stale.
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
+    def data(self) -> np.ndarray:
+        return self._data
+
+    @data.setter
+    def data(self, array: np.ndarray) -> None:
+        self._data = array
+        self.shape: tuple[int, ...] = array.shape
+        self.size: int = int(array.size)
+        self.dtype: np.dtype = array.dtype
 
     @property
     def ndim(self) -> int:
         return self.data.ndim
 
     @property
-    def size(self) -> int:
-        return int(self.data.size)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
     def T(self) -> Tensor:
-        return self.transpose()
+        """All axes reversed (NumPy's .T); the same as transpose() on 2-D."""
+        return ops.Transpose.apply(self, axes=None)
 
     def numpy(self) -> np.ndarray:
         return self.data
@@ -108,10 +110,14 @@ class Tensor:
         return Tensor.wrap(self.data)
 
     # ---- autograd -------------------------------------------------------------------------
-    def backward(self, gradient: ArrayLike | None = None) -> None:
-        """Accumulate d(self)/d(leaf) into `.grad` of every leaf that requires grad."""
+    def backward(self, gradient: ArrayLike | None = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(t) into `.grad` of every tensor t of the graph that requires grad.
+
+        As in the course: a silent no-op on a tensor that does not require grad, and the graph is
+        released afterwards unless `retain_graph`.
+        """
         if not self.requires_grad:
-            raise RuntimeError("backward(): this tensor does not require grad and has no graph")
+            return
         if gradient is None:
             if self.size != 1:
                 raise ValueError(
@@ -124,7 +130,7 @@ class Tensor:
                 raise ValueError(
                     f"backward(gradient=...): expected shape {self.shape}, got {grad.shape}"
                 )
-        backward_pass(self, grad)
+        backward_pass(self, grad, retain_graph=retain_graph)
 
     def zero_grad(self) -> None:
         self.grad = None
@@ -195,9 +201,51 @@ class Tensor:
             raise ValueError(f"reshape: cannot reshape {self.shape} into {tuple(target)}") from None
         return ops.Reshape.apply(self, shape=tuple(target))
 
-    def transpose(self, *axes: int) -> Tensor:
+    def transpose(self, dim0: int | None = None, dim1: int | None = None) -> Tensor:
+        """Swap axes dim0 and dim1; with no arguments, the last two (the course's transpose)."""
+        if (dim0 is None) != (dim1 is None):
+            raise ValueError(
+                f"transpose(dim0={dim0}, dim1={dim1}): give both axes to swap, or neither "
+                "(which swaps the last two)"
+            )
+        if self.ndim < 2 and dim0 is None:
+            return ops.Transpose.apply(self, axes=None)  # 0-D or 1-D: nothing to swap
+        if dim0 is None:
+            dim0, dim1 = -2, -1
+        axes = list(range(self.ndim))
+        try:
+            axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
+        except (IndexError, TypeError):
+            raise ValueError(
+                f"transpose(dim0={dim0}, dim1={dim1}): axes out of range for a {self.ndim}-D tensor"
+            ) from None
+        return ops.Transpose.apply(self, axes=tuple(axes))
+
+    def permute(self, *axes: int | tuple[int, ...]) -> Tensor:
+        """Reorder all axes, as np.transpose(a, axes) (not in the course; ours)."""
         perm = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        return ops.Transpose.apply(self, axes=perm or None)
+        if sorted(int(a) % max(self.ndim, 1) for a in perm) != list(range(self.ndim)):
+            raise ValueError(f"permute{perm}: expected a permutation of {self.ndim} axes")
+        return ops.Transpose.apply(self, axes=tuple(int(a) for a in perm))
+
+    def view(self, *shape: int | tuple[int, ...]) -> Tensor:
+        """The same as reshape (every Tensor here owns contiguous data)."""
+        return self.reshape(*shape)
+
+    def contiguous(self) -> Tensor:
+        """This tensor: its data is always its own contiguous array (kept for the course's code)."""
+        return self
+
+    def numel(self) -> int:
+        return self.size
+
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        """The largest element (over `axis`); the gradient goes to the maxima, split between ties."""
+        return ops.Max.apply(self, axis=axis, keepdims=keepdims)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """t[key] with NumPy's indexing; differentiable (the gradient scatter-adds back)."""
+        return ops.GetItem.apply(self, key=key)
 
     def exp(self) -> Tensor:
         return ops.Exp.apply(self)

@@ -1,8 +1,9 @@
-"""The backward check: grad x, grad weight and grad bias of the student's im2col_conv2d.
+"""The backward check: grad x, grad weight and grad bias of the student's Im2colConv2dFunction.
 
-The 30 gate cases grade the forward pass only. This check asks the sandbox to run
-`im2col_conv2d(x, weight, bias, ...)` on Tensors that require grad and then `out.backward(g)`
-(the "grad" request), and compares the three gradients with float64 references on geometries that
+The 30 gate cases grade the forward pass only. This check grades the course's differentiable
+path: it asks the sandbox to run `Im2colConv2dFunction.apply(x, weight, bias, stride=...,
+padding=...)` on Tensors that require grad and then `out.backward(g)` (the "grad" request), and
+compares the three gradients with float64 references on geometries that
 catch the usual bugs: stride 2 with padding (overlaps and the crop), a non-square input (square
 kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels that no
 window covers).
@@ -15,12 +16,14 @@ from typing import Any
 import numpy as np
 
 from tinytorch.milestone07.calls import StudentCalls
+from tinytorch.milestone07.cases import CONV_FUNCTION
 from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_conv2d_grads
 from tinytorch.milestone07.results import CheckResult
 
-NAME, FN = "backward", "im2col_conv2d"
-BACKWARD_STUB = "Im2colConv2dFunction.backward"
+NAME, FN = "backward", "im2col_conv2d"  # FN: the graded function the check's failures blame
+CALL = f"{CONV_FUNCTION}.apply"  # what the check calls: the course's differentiable path
+BACKWARD_STUB = f"{CONV_FUNCTION}.backward"
 # (x shape, weight shape, stride, padding, bias?)
 GEOMETRIES = (
     ((2, 3, 7, 7), (4, 3, 3, 3), 2, 1, True),  # stride 2 + padding: overlaps, crop
@@ -32,26 +35,28 @@ GRAD_TOL = (1e-4, 1e-4)  # (rtol, atol): a few float32 sums of O(10) products ea
 
 LESSONS = {
     "x": (
-        "grad x must scatter-ADD through col2im: dcols = g2 @ W2 with g2 = grad_output as "
+        "In Im2colConv2dFunction.backward, grad x must scatter-ADD through col2im: dcols = g2 @ W2 with g2 = grad_output as "
         "(N*oh*ow, O), then col2im(dcols) adds (+=) every column back to its window, because "
         "windows overlap; crop the padding. (If col2im fails its own cases, fix it first.)"
     ),
     "weight": (
-        "grad weight = g2.T @ cols (O, C*kh*kw), summed over every output position of every "
+        "In Im2colConv2dFunction.backward, grad weight = g2.T @ cols (O, C*kh*kw), summed over every output position of every "
         "image, reshaped to weight.shape: not transposed, not averaged, not scaled."
     ),
     "bias": (
-        "backward returns one gradient per input: grad bias = grad_output.sum(axis=(0, 2, 3)), "
+        "Im2colConv2dFunction.backward returns one gradient per input: grad bias = grad_output.sum(axis=(0, 2, 3)), "
         "shape (O,), and None only when there is no bias."
     ),
     "graph": (
-        "im2col_conv2d must return the Tensor made by Im2colConv2dFunction.apply(x, weight, bias, "
-        "stride=..., padding=...), so that backward() reaches your Function's backward."
+        "Im2colConv2dFunction.apply(x, weight, bias, stride=..., padding=...) must return the "
+        "Tensor that Function.apply makes (it records the node), so that backward() reaches your "
+        "Function's backward. (im2col_conv2d itself may stay inference only, as in the course.)"
     ),
     "forward": (
-        "im2col_conv2d raised before backward ran, on inputs that require grad (the gate's cases "
-        "pass inputs that do not, and one geometry here has no bias): forward gets the arrays "
-        "from Function.apply and must work whatever requires_grad is. Fix the error named."
+        "Im2colConv2dFunction.apply raised before backward ran, on inputs that require grad (the "
+        "gate's cases call im2col_conv2d on inputs that do not, and one geometry here has no "
+        "bias): forward gets the arrays from Function.apply and must work whatever "
+        "requires_grad is. Fix the error named."
     ),
     "gradients": (
         "backward returns one gradient per input of apply, in order, each of its input's shape: "
@@ -84,7 +89,8 @@ def _inputs(
 
 
 def backward_check(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
-    """grad x, grad weight, grad bias of im2col_conv2d against float64, on four geometries."""
+    """grad x, grad weight, grad bias through Im2colConv2dFunction.apply against float64, on four
+    geometries."""
     rng = np.random.default_rng([seed, 31])
     for x_shape, w_shape, stride, padding, with_bias in GEOMETRIES:
         args, g = _inputs(rng, x_shape, w_shape, stride, padding, with_bias)
@@ -92,7 +98,7 @@ def backward_check(calls: StudentCalls, seed: int, grading: bool = False) -> Che
             "" if with_bias else ", no bias"
         )
         kwargs = {"stride": stride, "padding": padding}
-        reply = calls.call(FN, args, kwargs, label=f"backward {where}", grad=g)
+        reply = calls.call(CALL, args, kwargs, label=f"backward {where}", grad=g)
         failed = _failed_reply(calls, reply, where)
         if failed is not None:
             return failed
@@ -121,7 +127,9 @@ def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> Che
     if status == "ok":
         return None
     if status == "not_implemented":
-        place = reply.get("stub") or (BACKWARD_STUB if reply.get("phase") == "backward" else FN)
+        place = reply.get("stub") or (
+            BACKWARD_STUB if reply.get("phase") == "backward" else f"{CONV_FUNCTION}.forward"
+        )
         calls.seen.not_implemented.setdefault(place, reply.get("error", "NotImplementedError"))
         return CheckResult(NAME, "incomplete", f"{place} is not written yet", "", [FN])
     if status == "raised":
@@ -134,7 +142,7 @@ def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> Che
     # lessons as every deeper check's (imported here: checks imports this module).
     from tinytorch.milestone07.checks import _broken
 
-    broken = _broken(NAME, FN, reply, "")
+    broken = _broken(NAME, FN, reply, "")  # blamed on the convolution, as every backward failure
     broken.detail = f"{where}: {broken.detail}"
     return broken
 

@@ -21,6 +21,7 @@ ARG_NAMES = {
     "fused_gelu": ("x",),
     "im2col": ("x",),
     "im2col_conv2d": ("x", "weight", "bias"),
+    "Im2colConv2dFunction.apply": ("x", "weight", "bias"),
     "col2im": ("cols",),
 }
 MAX_STRIKES = 2  # timeouts/crashes in a row of one function before its other calls are skipped
@@ -40,7 +41,7 @@ def expected_elements(fn: str, args: list[Any], kwargs: dict[str, Any]) -> int |
         if fn == "im2col":
             (n, c, h, w), k = args[0].shape, int(args[1])
             return n * out_size(h, k, s, p) * out_size(w, k, s, p) * c * k * k
-        if fn == "im2col_conv2d":
+        if fn in ("im2col_conv2d", "Im2colConv2dFunction.apply"):
             (n, _c, h, w), (o, _ci, k, _k2) = args[0].shape, args[1].shape
             return n * o * out_size(h, k, s, p) * out_size(w, k, s, p)
         if fn == "col2im":
@@ -113,8 +114,8 @@ class StudentCalls:
         else:  # it finished this time: a shape-dependent hang must not cost the other cases
             self.seen.strikes.pop(fn, None)
         if status == "not_implemented":  # a stub in backward is that method, not the function
-            backward = reply.get("phase") == "backward" and reply.get("stub")
-            self.seen.not_implemented.setdefault(backward or fn, reply["error"])
+            method = (reply.get("phase") == "backward" or "." in fn) and reply.get("stub")
+            self.seen.not_implemented.setdefault(method or fn, reply["error"])
         if reply.get("tampered"):
             reply.update(
                 status="tampered",

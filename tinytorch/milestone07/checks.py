@@ -9,7 +9,7 @@ import numpy as np
 from tinytorch.milestone07.audit import block_dims, block_work
 from tinytorch.milestone07.backward import backward_check
 from tinytorch.milestone07.calls import StudentCalls, failure_text
-from tinytorch.milestone07.cases import GEMM_TOL
+from tinytorch.milestone07.cases import CONV_FUNCTION, GEMM_TOL
 from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.diagnose import failure_lesson, im2col_bug
 from tinytorch.milestone07.evidence import im2col_evidence
@@ -328,7 +328,7 @@ CHECKS = (  # (name, the function it examines, check)
     ("im2col layout", "im2col", im2col_layout),
     ("col2im coverage", "col2im", col2im_coverage),
     ("dtype and finiteness", "fused_gelu", gelu_extremes),
-    ("backward", "im2col_conv2d", backward_check),
+    ("backward", CONV_FUNCTION, backward_check),  # Im2colConv2dFunction.apply, then backward
 )
 
 

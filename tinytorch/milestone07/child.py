@@ -107,10 +107,12 @@ class _Child:
                 tensors.append(None)
                 args.append(value)
         handed = [t.data if t is not None else None for t in tensors]
-        fn = getattr(self.module, req["fn"])
         audit.reset(handed)  # every call alike: the child does not know which are audited
         start = time.perf_counter()
         try:
+            fn = self.module
+            for part in str(req["fn"]).split("."):  # "im2col" or "Im2colConv2dFunction.apply"
+                fn = getattr(fn, part)
             with (
                 np.errstate(all="ignore"),
                 audit.patched_numpy(),
@@ -220,6 +222,8 @@ def _origins(module: Any, functions: dict[str, str], student_file: str) -> dict[
         if state != "ok":
             continue
         obj = getattr(module, name)
+        if isinstance(obj, type):  # the graded Function class: judged by its backward
+            obj = getattr(obj, "backward", obj)
         code = getattr(getattr(obj, "__func__", obj), "__code__", None)
         owner = getattr(obj, "__module__", None) or "?"
         if owner == REFERENCE_MODULES[0]:

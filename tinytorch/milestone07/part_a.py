@@ -15,6 +15,7 @@ import numpy as np
 
 from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.cases import (
+    CONV_FUNCTION,
     FUNCTIONS,
     GEMM_TOL,
     LESSONS,
@@ -37,6 +38,11 @@ TODO = {
     "im2col": "im2col(x, kernel_size, stride=1, padding=0): windows as rows of (N*oh*ow, C*k*k)",
     "im2col_conv2d": "im2col_conv2d(x, weight, bias=None, stride=1, padding=0): conv as one GEMM",
     "col2im": "col2im(cols, x_shape, kernel_size, stride=1, padding=0): the scatter-add adjoint",
+    CONV_FUNCTION: (
+        "class Im2colConv2dFunction(Function): forward and backward of the convolution, the "
+        "differentiable path graded by the backward check (apply(x, weight, bias, stride=, "
+        "padding=))"
+    ),
     # stubbed places besides the five graded names (listed as `function` or `Class.method`)
     "vectorized_matmul": "vectorized_matmul(a, b): batched, broadcast A @ B in one call",
     "unfused_gelu": "unfused_gelu(x): GELU one NumPy operation at a time (the fusion baseline)",
@@ -298,7 +304,7 @@ def _graded_run(
     if status in ("not_found", "not_implemented"):
         why = "not found" if status == "not_found" else "raises NotImplementedError on import"
         missing = [f"the module {who} ({why}: {info['error']})"]
-        missing += [TODO[f] for f in FUNCTIONS]
+        missing += [TODO[f] for f in (*FUNCTIONS, CONV_FUNCTION)]
         cases = _all_cases(selected, "incomplete", f"module {why}")
         return PartAResult("INCOMPLETE", who, seed, cases, [], missing, 0.0, timeout)
     if status != "ok":
@@ -423,13 +429,14 @@ def _missing_places(
     then stubs met at run time (a backward), then the graded places still stubs in the source.
     Any other stub in the source (a student's abstract base, an unused helper) is not listed."""
     places: dict[str, str] = {}
-    for f in FUNCTIONS:
+    for f in (*FUNCTIONS, CONV_FUNCTION):
         if f in unwritten:
             places.setdefault(stub_of.get(f, f), unwritten[f])
-    for place, msg in not_implemented.items():
-        if place not in FUNCTIONS:
-            places.setdefault(place, f"raises {msg}")
     graded = graded_places(info)
+    stubs = set(info.get("stubs", []))
+    for place, msg in not_implemented.items():  # met at run time; source stubs in source order
+        if place not in FUNCTIONS and place != CONV_FUNCTION and place not in stubs & graded:
+            places.setdefault(place, f"raises {msg}")
     for place in info.get("stubs", []):
         if place in graded:
             places.setdefault(place, "still raises NotImplementedError")

@@ -56,7 +56,9 @@ def conv_geometry(
     than the padded input, stride < 1, padding < 0.
     """
     if len(x_shape) != 4:
-        raise ValueError(f"{where}: x must be 4-D (N, C, H, W), got shape {tuple(x_shape)}")
+        raise ValueError(
+            f"{where}: x must be 4-D (N, C, H, W): expected a 4D input, got shape {tuple(x_shape)}"
+        )
     n, c, h, w = (int(d) for d in x_shape)
     kh, kw = pair(kernel_size, "kernel_size", where)
     stride = _as_int(stride, "stride", where)

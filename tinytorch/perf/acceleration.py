@@ -7,7 +7,9 @@
     im2col                (N, C, H, W) -> (N*oh*ow, C*kh*kw): every receptive field becomes one row
     col2im                the adjoint of im2col: scatter-add each row back to the pixels it came from
     Im2colConv2dFunction  the autograd node of the convolution: im2col + GEMM, backward via col2im
-    im2col_conv2d         conv = im2col, then one matrix multiply with weight.reshape(O, -1)
+    im2col_conv2d         conv = im2col, then one matrix multiply with weight.reshape(O, -1);
+                          inference only (no graph), as in the course: the differentiable
+                          path is Im2colConv2dFunction.apply(x, weight, bias, stride=, padding=)
 
 The course's import works as written:
 
@@ -29,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.core.autograd import Function
+from tinytorch.core.autograd import Function, no_grad
 from tinytorch.core.tensor import Tensor
 from tinytorch.nn.geometry import conv_geometry
 
@@ -45,6 +47,11 @@ __all__ = [
 ]
 
 ArrayLike = Any  # a Tensor or anything np.asarray turns into a real-valued array
+
+# The constants the course's first cell of Module 17 defines (its timing helpers use them).
+BYTES_PER_FLOAT32 = 4
+DEFAULT_WARMUP_ITERATIONS = 3
+DEFAULT_TIMING_ITERATIONS = 10
 
 
 def _as_float32(value: ArrayLike, name: str, where: str) -> np.ndarray:
@@ -65,17 +72,18 @@ def _as_float32(value: ArrayLike, name: str, where: str) -> np.ndarray:
 def _check_vectorized(a: np.ndarray, b: np.ndarray) -> None:
     where = "vectorized_matmul"
     for name, arr in (("a", a), ("b", b)):
-        if arr.ndim == 0:
-            raise ValueError(f"{where}: {name} must have at least 1 dimension, got a scalar")
-    k_a = a.shape[-1]
-    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
-    if k_a != k_b:
+        if arr.ndim < 2:  # the course's rule: a matrix or a batch of them, never a vector
+            raise ValueError(
+                f"{where}: {name} must have at least 2 dimensions (matmul requires 2D+ "
+                f"inputs), got shape {arr.shape}"
+            )
+    if a.shape[-1] != b.shape[-2]:
         raise ValueError(
-            f"{where}: inner dimensions differ: a is {a.shape} and b is {b.shape} "
-            f"(a.shape[-1] must equal b.shape[-2], or b.shape[0] for a 1-D b)"
+            f"{where}: inner dimensions differ (shape mismatch): a is {a.shape} and b is "
+            f"{b.shape} (a.shape[-1] must equal b.shape[-2])"
         )
     try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # batch axes, () for 1-D and 2-D
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # batch axes, () for 2-D
     except ValueError:
         raise ValueError(
             f"{where}: batch dimensions do not broadcast: a is {a.shape} and b is {b.shape} "
@@ -86,8 +94,7 @@ def _check_vectorized(a: np.ndarray, b: np.ndarray) -> None:
 def vectorized_matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
     """C = A @ B with NumPy's rules: (..., M, K) @ (..., K, N) -> (..., M, N), batch axes broadcast.
 
-    A 1-D a is a row (K,) and a 1-D b a column (K,); that axis is dropped from the result, as in
-    np.matmul. One call into the BLAS (per batch element) instead of Python loops: the baseline
+    Both operands are 2-D or more, as in the course (a 1-D vector is a ValueError). One call into the BLAS (per batch element) instead of Python loops: the baseline
     every hand-written kernel of this module is measured against.
     """
     a_ = _as_float32(a, "a", "vectorized_matmul")
@@ -112,8 +119,8 @@ def _check_matmul(a: np.ndarray, b: np.ndarray, tile_size: object) -> int:
         raise ValueError(f"{where}: b must be 2-D (K, N), got shape {b.shape}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(
-            f"{where}: inner dimensions differ: a is {a.shape} and b is {b.shape} "
-            f"(a.shape[1] must equal b.shape[0])"
+            f"{where}: inner dimensions differ (shape mismatch): a is {a.shape} and b is "
+            f"{b.shape} (a.shape[1] must equal b.shape[0])"
         )
     if isinstance(tile_size, bool) or not isinstance(tile_size, Integral):
         raise ValueError(  # noqa: TRY004 (the course's type for a non-integer tile_size)
@@ -296,7 +303,7 @@ def col2im(
         raise ValueError(
             f"{where}: cols must have shape (N*oh*ow, C*kh*kw) = {expected} for x_shape "
             f"{tuple(x_shape)}, kernel {g.kh}x{g.kw}, stride {g.stride}, padding {g.padding}; "
-            f"got {cs.shape}"
+            f"got {cs.shape}, which does not match"
         )
     ### BEGIN SOLUTION
     # HINT: for each kernel offset (p, q), += its (N, C, oh, ow) slab into a strided window of a
@@ -390,8 +397,9 @@ def im2col_conv2d(
 ) -> Tensor:
     """out[n, o] = weight.reshape(O, -1) @ im2col(x)[rows of image n]^T + bias[o], as (N, O, oh, ow).
 
-    Differentiable: when x, weight or bias requires grad, the backward pass runs one matmul per
-    gradient and col2im for the input gradient.
+    Inference only, as in the course: the result is a plain Tensor with no graph, whatever its
+    inputs require. The differentiable path (what the milestone's backward check grades) is
+    `Im2colConv2dFunction.apply(x, weight, bias, stride=..., padding=...)`.
     """
     where = "im2col_conv2d"
     x_t = x if isinstance(x, Tensor) else Tensor(_as_float32(x, "x", where))
@@ -410,6 +418,7 @@ def im2col_conv2d(
         if b_t.shape != (w_t.shape[0],):
             raise ValueError(f"{where}: bias must have shape ({w_t.shape[0]},), got {b_t.shape}")
     ### BEGIN SOLUTION
-    # HINT: return Im2colConv2dFunction.apply(x, weight, bias, stride=..., padding=...)
-    return Im2colConv2dFunction.apply(x_t, w_t, b_t, stride=g.stride, padding=g.padding)
+    # HINT: the forward of Im2colConv2dFunction without a graph: with no_grad(), apply it
+    with no_grad():
+        return Im2colConv2dFunction.apply(x_t, w_t, b_t, stride=g.stride, padding=g.padding)
     ### END SOLUTION

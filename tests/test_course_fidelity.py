@@ -1,0 +1,341 @@
+"""Course fidelity: Tensor, Function and the reference module behave as the public course's do.
+
+One test per behaviour that a correct course-style module can hit (the rows of issue 26's table),
+then the course's import paths and the reference's conventions at its edges, then whole modules
+in the course's shape graded end to end: the course-style module in practice and in grading mode,
+three other correct forward-only im2col_conv2d variants, and a backward mutant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinytorch.core.autograd import Function
+from tinytorch.core.tensor import Tensor
+from tinytorch.milestone07 import backward, run_part_a
+
+COURSE = Path(__file__).parent / "course" / "course_module.py"
+
+
+# ---- Tensor.transpose(dim0=None, dim1=None) -------------------------------------------------
+
+
+def test_transpose_swaps_two_axes_or_the_last_two() -> None:
+    x = Tensor(np.arange(24.0).reshape(2, 3, 4))
+    np.testing.assert_array_equal(x.transpose(0, 1).data, np.swapaxes(x.data, 0, 1))
+    np.testing.assert_array_equal(x.transpose(-1, 0).data, np.swapaxes(x.data, -1, 0))
+    np.testing.assert_array_equal(x.transpose().data, np.swapaxes(x.data, -1, -2))
+    m = Tensor([[1.0, 2.0, 3.0]])
+    assert m.transpose(0, 1).shape == (3, 1)  # on 2-D, (0, 1) swaps: never a no-op permutation
+    four = Tensor(np.zeros((2, 3, 4, 5)))
+    assert four.transpose(1, 2).shape == (2, 4, 3, 5)
+    with pytest.raises(ValueError, match="give both axes"):
+        x.transpose(1)
+    t = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    (t.transpose(0, 1) * Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])).sum().backward()
+    np.testing.assert_array_equal(t.grad, [[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]])
+
+
+# ---- Function.backward's gradients ----------------------------------------------------------
+
+
+class Extra(Function):
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        return a * np.float32(3.0)
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray, ...]:
+        return g * np.float32(3.0), np.ones(7), "ignored"
+
+
+def test_extra_gradients_are_ignored() -> None:
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    Extra.apply(a).sum().backward()
+    np.testing.assert_array_equal(a.grad, [3.0, 3.0])
+
+
+class KeptAxisBias(Function):
+    def forward(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return x + b
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return g, g.sum(axis=0, keepdims=True)  # (1, O) for an (O,) bias: summed down
+
+
+def test_a_gradient_with_kept_or_extra_broadcast_axes_is_summed_down() -> None:
+    x = Tensor(np.zeros((4, 3)), requires_grad=True)
+    b = Tensor([0.0, 0.0, 0.0], requires_grad=True)
+    KeptAxisBias.apply(x, b).backward(np.ones((4, 3)))
+    assert b.grad.shape == (3,)
+    np.testing.assert_array_equal(b.grad, [4.0, 4.0, 4.0])
+    s = Tensor([[1.0]], requires_grad=True)  # (1, 1) input, a (4, 3) gradient: summed to (1, 1)
+    KeptAxisBias.apply(Tensor(np.zeros((4, 3))), s).backward(np.ones((4, 3)))
+    np.testing.assert_array_equal(s.grad, [[12.0]])
+
+
+def test_a_gradient_that_cannot_reduce_to_its_input_still_names_the_function() -> None:
+    class Wrong(Function):
+        def forward(self, a: np.ndarray) -> np.ndarray:
+            return a * np.float32(1.0)
+
+        def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+            return (np.ones((5,)),)
+
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"Wrong.backward returned a gradient of shape \(5,\)"):
+        Wrong.apply(a).sum().backward()
+
+
+def test_apply_with_a_none_bias_and_two_gradients_works() -> None:
+    from tinytorch.perf.acceleration import im2col
+
+    class TwoGrads(Function):
+        def forward(self, x, weight, bias):
+            self.cols = im2col(Tensor(x), 2).data  # (N*oh*ow, C*k*k)
+            return self.cols @ weight.reshape(weight.shape[0], -1).T
+
+        def backward(self, g):
+            return None, (g.T @ self.cols).reshape(self.inputs[1].shape)
+
+    x = Tensor(np.ones((1, 1, 3, 3)))
+    w = Tensor(np.ones((2, 1, 2, 2)), requires_grad=True)
+    out = TwoGrads.apply(x, w, None)
+    assert out._grad_fn.inputs[2] is None
+    out.sum().backward()
+    np.testing.assert_array_equal(w.grad, np.full((2, 1, 2, 2), 4.0))
+
+
+# ---- Tensor.backward ------------------------------------------------------------------------
+
+
+def test_backward_on_a_tensor_that_does_not_require_grad_is_a_silent_no_op() -> None:
+    t = Tensor([1.0, 2.0])
+    assert t.backward() is None
+    assert t.backward(np.ones(2)) is None and t.grad is None
+
+
+def test_backward_releases_the_graph_unless_retain_graph_and_intermediates_get_grad() -> None:
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3.0  # an intermediate result (non-leaf)
+    loss = (y * y).sum()
+    loss.backward(gradient=None, retain_graph=True)
+    np.testing.assert_allclose(y.grad, 2 * y.data)  # d loss / d y
+    np.testing.assert_allclose(x.grad, 18 * x.data)
+    assert loss._grad_fn is not None  # kept
+    loss.backward()  # the same graph again, then released
+    np.testing.assert_allclose(x.grad, 36 * x.data)
+    assert loss._grad_fn is None and y._grad_fn is None
+
+
+# ---- Function built directly ----------------------------------------------------------------
+
+
+def test_a_node_can_be_built_directly_and_keeps_its_output() -> None:
+    class Scale(Function):
+        def forward(self, a):
+            return a * np.float32(self.k)
+
+        def backward(self, g):
+            return (g * np.float32(self.k),)
+
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    node = Scale(a, k=2.0)
+    assert node.inputs == (a,) and node.k == 2.0 and node.output is None
+    np.testing.assert_array_equal(node.forward(a.data), [2.0, 4.0])
+    out = Scale.apply(a, k=5.0)
+    assert out._grad_fn.output is out and out._grad_fn.k == 5.0
+
+
+# ---- indexing, max, view, contiguous, numel -------------------------------------------------
+
+
+def test_indexing_is_differentiable_and_scatter_adds() -> None:
+    x = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    np.testing.assert_array_equal(x[1].data, [3.0, 4.0, 5.0])
+    np.testing.assert_array_equal(x[:, 1:].data, [[1.0, 2.0], [4.0, 5.0]])
+    (x[0, [0, 0, 2]] * Tensor([1.0, 2.0, 3.0])).sum().backward()  # a repeated index adds up
+    np.testing.assert_array_equal(x.grad, [[3.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
+
+
+def test_max_over_an_axis_is_differentiable_and_splits_ties() -> None:
+    x = Tensor([[1.0, 5.0, 5.0], [7.0, 2.0, 0.0]], requires_grad=True)
+    assert x.max().item() == 7.0
+    m = x.max(axis=1, keepdims=True)
+    assert m.shape == (2, 1)
+    np.testing.assert_array_equal(x.max(axis=0).data, [7.0, 5.0, 5.0])
+    m.sum().backward()
+    np.testing.assert_array_equal(x.grad, [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])
+
+
+def test_view_contiguous_and_numel() -> None:
+    x = Tensor(np.arange(6.0), requires_grad=True)
+    v = x.view(2, 3)
+    assert v.shape == (2, 3) and x.view((3, 2)).shape == (3, 2)
+    assert x.numel() == 6 and v.contiguous().shape == (2, 3)
+    (v.contiguous() * 2.0).sum().backward()
+    np.testing.assert_array_equal(x.grad, np.full(6, 2.0))
+
+
+# ---- plain attributes -----------------------------------------------------------------------
+
+
+def test_shape_size_and_dtype_are_plain_attributes_that_follow_data() -> None:
+    t = Tensor(np.zeros((2, 3)))
+    assert (t.shape, t.size, t.dtype) == ((2, 3), 6, np.float32)
+    assert "shape" in vars(t) and "size" in vars(t) and "dtype" in vars(t)
+    t.shape = (6,)  # code may assign them, as in the course
+    assert t.shape == (6,)
+    t.data = np.ones((4, 1), np.float32)  # replacing the data sets them again
+    assert (t.shape, t.size) == ((4, 1), 4)
+
+
+# ---- import paths ---------------------------------------------------------------------------
+
+
+def test_the_course_import_paths() -> None:
+    from tinytorch.core.autograd import Function as F2
+    from tinytorch.core.autograd import is_grad_enabled, no_grad
+    from tinytorch.core.spatial import Conv2d
+    from tinytorch.core.tensor import Function as F1
+    from tinytorch.nn import Conv2d as NnConv2d
+
+    assert Conv2d is NnConv2d  # one implementation behind both names
+    assert F1 is F2 is Function
+    assert is_grad_enabled()
+    with no_grad():
+        assert not is_grad_enabled()
+    assert is_grad_enabled()
+
+
+# ---- the reference module at its edges ------------------------------------------------------
+
+
+def test_reference_follows_the_course_at_its_edges() -> None:
+    from tinytorch.perf import acceleration as acc
+
+    with pytest.raises(ValueError, match="2D+"):
+        acc.vectorized_matmul(np.ones(3), np.ones(3))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        acc.tiled_matmul(np.ones((2, 3)), np.ones((4, 2)))
+    with pytest.raises(ValueError, match="4D"):
+        acc.im2col(np.ones((3, 4, 4)), 3)
+    with pytest.raises(ValueError, match="does not match"):
+        acc.col2im(np.ones((5, 9)), (1, 1, 4, 4), 3)
+    assert acc.BYTES_PER_FLOAT32 == 4
+    assert acc.DEFAULT_WARMUP_ITERATIONS >= 1 and acc.DEFAULT_TIMING_ITERATIONS >= 1
+    x = Tensor(np.ones((1, 1, 4, 4)), requires_grad=True)
+    out = acc.im2col_conv2d(x, np.ones((1, 1, 3, 3)))
+    assert out._grad_fn is None and not out.requires_grad  # inference only
+
+
+# ---- whole course-style modules, graded --------------------------------------------------------
+
+LOOPS_CONV = '''
+def im2col_conv2d(x, weight, bias=None, stride=1, padding=0):
+    """Forward only, one output pixel at a time."""
+    X, Wt = _data(x), _data(weight)
+    F, C, k, _ = Wt.shape
+    N, _, H, W = X.shape
+    Xp = np.pad(X, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh = (H + 2 * padding - k) // stride + 1
+    ow = (W + 2 * padding - k) // stride + 1
+    out = np.zeros((N, F, oh, ow), dtype=np.float32)
+    for n in range(N):
+        for i in range(oh):
+            for j in range(ow):
+                patch = Xp[n, :, i * stride : i * stride + k, j * stride : j * stride + k]
+                out[n, :, i, j] = Wt.reshape(F, -1) @ patch.reshape(-1)
+    if bias is not None:
+        out += _data(bias).reshape(1, F, 1, 1)
+    return Tensor(out)
+'''
+
+ADD_AT = '''
+def col2im(cols, x_shape, kernel_size, stride=1, padding=0):
+    """Scatter-add with np.add.at over precomputed pixel indices."""
+    G = _data(cols)
+    N, C, H, W = x_shape
+    k = kernel_size
+    oh = (H + 2 * padding - k) // stride + 1
+    ow = (W + 2 * padding - k) // stride + 1
+    i = (np.arange(oh)[:, None, None, None] * stride + np.arange(k)[None, None, :, None])
+    j = (np.arange(ow)[None, :, None, None] * stride + np.arange(k)[None, None, None, :])
+    Xp = np.zeros((N, C, H + 2 * padding, W + 2 * padding), dtype=np.float32)
+    G6 = G.reshape(N, oh, ow, C, k, k)
+    for n in range(N):
+        for c in range(C):
+            rows = np.broadcast_to(i, (oh, ow, k, k))
+            colsj = np.broadcast_to(j, (oh, ow, k, k))
+            np.add.at(Xp[n, c], (rows, colsj), G6[n, :, :, c])
+    return Tensor(Xp[:, :, padding : padding + H, padding : padding + W])
+'''
+
+SLIDING = '''
+def im2col_conv2d(x, weight, bias=None, stride=1, padding=0):
+    """Forward only, with sliding_window_view and one einsum."""
+    X, Wt = _data(x), _data(weight)
+    k = Wt.shape[2]
+    Xp = np.pad(X, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    win = np.lib.stride_tricks.sliding_window_view(Xp, (k, k), axis=(2, 3))[
+        :, :, ::stride, ::stride
+    ]  # (N, C, oh, ow, k, k)
+    out = np.einsum("ncijpq,fcpq->nfij", win, Wt).astype(np.float32)
+    if bias is not None:
+        out += _data(bias).reshape(1, -1, 1, 1)
+    return Tensor(out)
+'''
+
+
+def _graded(tmp_path: Path, name: str, append: str = "", grading: bool = False) -> object:
+    path = tmp_path / f"{name}.py"
+    path.write_text(COURSE.read_text() + append)
+    return run_part_a(str(path), timeout=10.0, grading=grading)
+
+
+def _passes(result: object) -> None:
+    bad = [(c.name, c.detail) for c in [*result.failing(), *result.failing_checks()]]
+    assert result.verdict == "PASS", (bad, result.missing)
+    assert result.passed() == 30
+    assert all(c.status == "pass" for c in result.checks), bad
+
+
+def test_the_course_style_module_passes_in_grading_mode(tmp_path) -> None:
+    result = _graded(tmp_path, "course_grading", grading=True)
+    _passes(result)
+    assert result.hidden and all(c.status == "pass" for c in result.hidden)
+
+
+@pytest.mark.parametrize(
+    "name, append", [("loops", LOOPS_CONV), ("add_at", ADD_AT), ("sliding", SLIDING)]
+)
+def test_other_course_valid_forward_only_variants_pass(tmp_path, name, append) -> None:
+    _passes(_graded(tmp_path, name, append))
+
+
+def test_a_wrong_grad_weight_is_blamed_on_im2col_conv2d_function_backward(tmp_path) -> None:
+    source = COURSE.read_text()
+    right = "grad_weight = (g.T @ self.cols).reshape(weight.shape)"
+    assert source.count(right) == 1
+    path = tmp_path / "grad_w_halved.py"
+    path.write_text(source.replace(right, right + " * 0.5"))
+    result = run_part_a(str(path), timeout=10.0)
+    check = {c.name: c for c in result.checks}["backward"]
+    assert result.verdict == "NOT_PASSED" and result.passed() == 30
+    assert check.status == "fail" and "grad weight is wrong" in check.detail
+    assert check.lesson == backward.LESSONS["weight"]
+    assert check.lesson.startswith("In Im2colConv2dFunction.backward")
+    assert result.blamed() == {"im2col_conv2d"}
+
+
+def test_a_module_without_im2col_conv2d_function_is_incomplete_and_names_it(tmp_path) -> None:
+    source = COURSE.read_text().replace("Im2colConv2dFunction", "_PrivateConv")
+    path = tmp_path / "no_function_class.py"
+    path.write_text(source)
+    result = run_part_a(str(path), timeout=10.0)
+    assert result.verdict == "INCOMPLETE"
+    assert [m.split(" ")[1].split("(")[0] for m in result.missing] == ["Im2colConv2dFunction"]
+    assert result.passed() == 30  # the forward cases still run and pass
+    check = {c.name: c for c in result.checks}["backward"]
+    assert check.status == "incomplete" and "Im2colConv2dFunction" in check.detail
