@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 from tinytorch.extensions import build, simd
-from tinytorch.extensions.benchmark import blas_info, check, gemm_atol, settle_pauses
 
 from tinytorch import profiling
+from tinytorch.bench.native import blas_info, check, gemm_atol, settle_pauses
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
     python benchmarks/bench_tensor_copy.py [--rounds 15] [--sizes default|quick]
 
 `Tensor(data)` copies, as in the course. The grader's own code takes the explicit view path,
-`Tensor.wrap`, everywhere but one place: the sandbox child (milestone07/child.py, `_Child.call`)
+`Tensor.wrap`, everywhere but one place: the sandbox child (sandbox/child/main.py, `_Child.call`)
 hands each input array to the student's function as `Tensor(value)`, a copy. Part B builds its
 inputs' Tensors before timing, so its timed figures should not move (expected ~0).
 
@@ -37,14 +37,15 @@ from typing import Any
 
 import numpy as np
 
+from tinytorch.bench import part_b
+from tinytorch.bench.tasks import TASKS
 from tinytorch.core.tensor import Tensor
-from tinytorch.milestone07 import part_b, run_part_a
-from tinytorch.milestone07.audit import Guard
-from tinytorch.milestone07.bench_tasks import TASKS
-from tinytorch.milestone07.child import _Child
-from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.milestone07 import run_part_a
 from tinytorch.perf import acceleration
 from tinytorch.profiling import Timing, interleaved, interleaved_calls, per_call
+from tinytorch.sandbox.child.audit import Guard
+from tinytorch.sandbox.child.main import _Child
+from tinytorch.sandbox.parent import Sandbox
 
 REFERENCE = "tinytorch.perf.acceleration"
 MODES = ("copying", "sharing")

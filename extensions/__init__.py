@@ -12,9 +12,9 @@ import os
 import sys
 from collections.abc import Callable
 
-# The one torch install hint: `tito info`, Part B's rows, the torch worker and MPS all say it.
-TORCH_HINT = "pip install torch==2.13.0 for the CPU wheel"
-TORCH_MISSING = f"torch is not installed ({TORCH_HINT})"
+from .probe import NO_GPU, TORCH_HINT, TORCH_MISSING, gpu_device_nodes, torch_version
+
+__all__ = ["NO_GPU", "TORCH_HINT", "TORCH_MISSING", "backend_status", "gpu_device_nodes"]
 
 
 def _row(name: str, probe: Callable[[], tuple[bool, str]]) -> dict[str, object]:
@@ -33,31 +33,13 @@ def _simd() -> tuple[bool, str]:
 
 def _torch_cpu() -> tuple[bool, str]:
     # Not imported here: torch loads its own libgomp into the process (see simd/bench notes).
-    if importlib.util.find_spec("torch") is None:
-        return False, TORCH_MISSING
-    if "torch" in sys.modules:
-        version = sys.modules["torch"].__version__
-    else:
-        version = importlib.metadata.version("torch")
-    return True, f"torch {version} (CPU)"
+    return torch_version()
 
 
 def _mps() -> tuple[bool, str]:
     from . import mps
 
     return mps.available()
-
-
-NO_GPU = (
-    "triton {version} is installed but there is no CUDA GPU "
-    "(set TRITON_INTERPRET=1 before import to run the kernels slowly on the CPU)"
-)
-
-
-def gpu_device_nodes() -> bool:
-    """A cheap pre-check that needs no torch: NVIDIA, WSL or ROCm device nodes exist."""
-    paths = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd", "/proc/driver/nvidia")
-    return any(os.path.exists(p) for p in paths)
 
 
 def _triton() -> tuple[bool, str]:

@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinytorch.machine import cpu_flags
+
 SOURCE = Path(__file__).with_name("kernels.cpp")
 CACHE_ENV = "TINYTORCH_CACHE_DIR"
 ISA_ENV = "TINYTORCH_SIMD_ISA"
@@ -189,15 +191,7 @@ def cpu_features() -> set[str]:
     machine = platform.machine().lower()
     if machine in ("arm64", "aarch64"):
         feats.add("neon")  # Advanced SIMD is mandatory on AArch64
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        text = ""
-    for line in text.splitlines():
-        key = line.split(":", 1)[0].strip().lower()
-        if key in ("flags", "features") and ":" in line:
-            feats.update(line.split(":", 1)[1].split())
-            break
+    feats.update(cpu_flags())
     if sys.platform == "darwin" and machine == "x86_64":
         for key in ("machdep.cpu.features", "machdep.cpu.leaf7_features"):
             with contextlib.suppress(OSError, subprocess.SubprocessError):

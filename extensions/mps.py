@@ -6,21 +6,20 @@ Only macOS on Apple silicon (or an AMD GPU) with an MPS-enabled torch can run it
 
 from __future__ import annotations
 
-import importlib.util
 import platform
 import sys
 from typing import Any
 
 import numpy as np
 
-from . import TORCH_MISSING
+from .probe import TORCH_MISSING, torch_installed
 
 
 def _torch_module() -> Any | None:
     """torch if it is installed, imported only on demand (it costs a second and ~300 MB)."""
     if "torch" in sys.modules:
         return sys.modules["torch"]
-    if importlib.util.find_spec("torch") is None:
+    if not torch_installed():
         return None
     import torch
 

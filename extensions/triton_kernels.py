@@ -9,7 +9,6 @@ access corrupts memory silently there.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import NO_GPU, gpu_device_nodes
+from .probe import NO_GPU, gpu_device_nodes, torch_installed
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "") == "1"
 
@@ -113,7 +112,7 @@ if triton is not None:
 
 
 def _torch() -> Any | None:
-    if importlib.util.find_spec("torch") is None:
+    if not torch_installed():
         return None
     import torch
 
@@ -147,7 +146,7 @@ def available() -> tuple[bool, str]:
     """(True, "cuda: <gpu>") or (True, "interpreter ...") when the kernels can run, else (False, why)."""
     if _IMPORT_ERROR is not None:
         return False, _IMPORT_ERROR
-    if importlib.util.find_spec("torch") is None:
+    if not torch_installed():
         return False, "torch is not installed; Triton kernels take torch tensors"
     # The interpreter runs on the CPU even where a GPU is present (TRITON_INTERPRET=1 is asked
     # for on purpose: the CPU dry runs and tests), so it is checked first.

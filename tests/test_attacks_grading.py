@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 
 from tinytorch.cli.main import main
-from tinytorch.milestone07 import CASES, contain, run_part_a
+from tinytorch.milestone07 import CASES, run_part_a
 from tinytorch.milestone07 import part_a as part_a_module
+from tinytorch.milestone07.boundary import open_sandbox as Sandbox
 from tinytorch.milestone07.checks import AUDIT_PROBLEMS, tiling_audit
 from tinytorch.milestone07.references import make_call
-from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.sandbox import spawn
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 NO_ACCUMULATE = ("C[i0:i1, j0:j1] += A", "C[i0:i1, j0:j1] = A")  # a real bug, off the table
@@ -108,6 +109,7 @@ DELEGATIONS = {
         "import tinytorch.perf.acceleration as _ref\n"
         "tiled_matmul, fused_gelu, im2col = _ref.tiled_matmul, _ref.fused_gelu, _ref.im2col\n"
         "im2col_conv2d, col2im = _ref.im2col_conv2d, _ref.col2im\n"
+        "Im2colConv2dFunction = _ref.Im2colConv2dFunction\n"
     ),
 }
 
@@ -153,6 +155,7 @@ spec.loader.exec_module(mod)
 tiled_matmul, fused_gelu, im2col, col2im, im2col_conv2d = (
     mod.tiled_matmul, mod.fused_gelu, mod.im2col, mod.col2im, mod.im2col_conv2d
 )
+Im2colConv2dFunction = mod.Im2colConv2dFunction
 """,
 }
 
@@ -163,8 +166,8 @@ def test_running_the_references_source_is_not_passed_when_grading(
 ) -> None:
     """Without a mount namespace the child reads the reference's source, and the own-work
     fingerprints find its code however it was run."""
-    monkeypatch.setenv(contain.NAMESPACES_VAR, "0")
-    monkeypatch.setattr(contain, "_NAMESPACES", None)
+    monkeypatch.setenv(spawn.NAMESPACES_VAR, "0")
+    monkeypatch.setattr(spawn, "_NAMESPACES", None)
     graded = run_part_a(_write(tmp_path, name, EXEC_REFERENCE[name]), grading=True)
     assert graded.verdict == "NOT_PASSED"
     (own,) = [c for c in graded.checks if c.name == "own work"]
@@ -179,8 +182,8 @@ def test_in_its_mount_namespace_a_grading_child_reads_the_reference_as_empty(
     """With one, the reference's source reads as empty (test_isolation.py): what these files
     run defines nothing (INCOMPLETE; NOT PASSED where the import itself then fails), whatever
     they would do to the code."""
-    if not contain.namespace_prefix()[0]:
-        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    if not spawn.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {spawn.namespace_prefix()[1]}")
     graded = run_part_a(_write(tmp_path, name, EXEC_REFERENCE[name]), grading=True)
     assert graded.verdict in ("INCOMPLETE", "NOT_PASSED"), graded.verdict
     assert graded.isolation["reference"]["active"], graded.isolation["reference"]
@@ -189,7 +192,7 @@ def test_in_its_mount_namespace_a_grading_child_reads_the_reference_as_empty(
 
 
 def test_the_references_fingerprints_are_computed_once_per_grader() -> None:
-    from tinytorch.milestone07 import fingerprint
+    from tinytorch.milestone07 import own_work as fingerprint
 
     first = fingerprint.reference_fingerprints()
     misses = fingerprint._reference_fingerprints.cache_info().misses
@@ -274,13 +277,13 @@ WHOLE_MATMULS = {
         "    return Tensor(A @ np.array(_arr(b).tolist(), dtype=np.float32))\n"
     ),
     "records_cleared": (
-        "    from tinytorch.milestone07 import audit\n"
+        "    from tinytorch.sandbox.child import audit\n"
         "    out = Tensor(_arr(a) @ _arr(b))\n"
         "    audit.RECORDS.clear()\n"
         "    return out\n"
     ),
     "record_replaced": (
-        "    from tinytorch.milestone07 import audit\n"
+        "    from tinytorch.sandbox.child import audit\n"
         "    audit.record = lambda *args: None\n"
         "    return Tensor(_arr(a) @ _arr(b))\n"
     ),
@@ -345,7 +348,7 @@ def test_tiling_only_the_published_audit_shapes_fails_when_grading(tmp_path: Pat
 
 
 def test_block_slices_are_recorded_with_their_index_ranges() -> None:
-    from tinytorch.milestone07 import audit
+    from tinytorch.sandbox.child import audit
 
     a = np.arange(35, dtype=np.float32).reshape(5, 7).view(audit.AuditArray)
     b = np.zeros((7, 3), dtype=np.float32).view(audit.AuditArray)
@@ -568,8 +571,8 @@ def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(
     # leaves inside it outlives a restart (the sandbox removes only what its uid owns in /tmp).
     # In its own mount namespace a child gets a fresh /tmp (test_isolation.py), so the channel
     # exists only without one: the restart's time limit must hold there too.
-    monkeypatch.setenv(contain.NAMESPACES_VAR, "0")
-    monkeypatch.setattr(contain, "_NAMESPACES", None)
+    monkeypatch.setenv(spawn.NAMESPACES_VAR, "0")
+    monkeypatch.setattr(spawn, "_NAMESPACES", None)
     folder = Path(tempfile.mkdtemp(prefix="tt-restart-"))
     folder.chmod(0o1777)
     mark = folder / "started-once"

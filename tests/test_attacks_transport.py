@@ -122,7 +122,7 @@ def test_reduce_payload_appended_to_the_audit_records(tmp_path: Path, drop: Path
     marker = drop / "payload-ran"
     body = PAYLOAD.format(marker=str(marker)) + (
         "\n_ok = tiled_matmul\ndef tiled_matmul(a, b, tile_size=64):\n"
-        "    from tinytorch.milestone07 import audit\n"
+        "    from tinytorch.sandbox.child import audit\n"
         "    audit.RECORDS.append(Payload())\n    return _ok(a, b, tile_size)\n"
     )
     run = grade(tmp_path, body)
@@ -170,7 +170,7 @@ def test_frames_forged_into_the_reply_pipe(tmp_path: Path, data: bytes) -> None:
 
 
 def test_a_well_formed_frame_with_another_id(tmp_path: Path) -> None:
-    from tinytorch.milestone07 import wire
+    from tinytorch.sandbox.child import protocol as wire
 
     body = FORGE.format(data=repr(wire.encode(999, {"status": "raised", "error": "forged"})))
     run = grade(tmp_path, body)
@@ -200,7 +200,7 @@ def _left_with(mark: str) -> list[int]:
 
 FORGE_REPLY = """
 import os as _os, sys as _sys
-from tinytorch.milestone07 import wire as _wire
+from tinytorch.sandbox.child import protocol as _wire
 _ok_gelu = fused_gelu
 def fused_gelu(x):
     if _arr(x).shape == (8, 9):  # the zeros case: answer it with a frame of our own
@@ -413,7 +413,7 @@ WHOLE = (  # a whole-matrix product, then a trick to hide it from the audit
     ids=["clear", "record", "class", "method", "getitem", "fake", "log", "numpy", "plain"],
 )
 def test_audit_tampering_is_a_failure(tmp_path: Path, trick: str, status: str, says: str) -> None:
-    trick = "from tinytorch.milestone07 import audit; " + trick
+    trick = "from tinytorch.sandbox.child import audit; " + trick
     run = grade(tmp_path, WHOLE.format(trick=trick))
     assert (run.code, run.verdict) == (1, "NOT_PASSED")
     audit = _check(run, "tiling audit")
@@ -478,9 +478,9 @@ def test_a_tensor_whose_data_raises_is_a_named_error(tmp_path: Path) -> None:
 
 
 def test_protocol_is_a_result_status_of_its_own() -> None:
-    from tinytorch.milestone07.report import MARK
     from tinytorch.milestone07.results import CaseResult, PartAResult
-    from tinytorch.milestone07.schema import SCHEMA
+    from tinytorch.render.json_doc import SCHEMA
+    from tinytorch.render.terminal import MARK
 
     case_enum = SCHEMA["properties"]["cases"]["items"]["properties"]["status"]["enum"]
     check_enum = SCHEMA["properties"]["checks"]["items"]["properties"]["status"]["enum"]
@@ -534,7 +534,7 @@ def test_a_product_through_torch_or_the_simd_kernels_is_not_observed(
 
 def _limited(tmp_path: Path, body: str, **limits: int) -> tuple[dict, list[int]]:
     """One fused_gelu call in a Sandbox with the given limits; (reply, processes left after)."""
-    from tinytorch.milestone07.sandbox import Sandbox
+    from tinytorch.milestone07.boundary import open_sandbox as Sandbox
 
     mark = f"LIMIT-{uuid.uuid4().hex}"
     impl = tmp_path / "limited.py"

@@ -15,11 +15,11 @@ import jsonschema
 import pytest
 
 from tinytorch.classroom.autograder import run_zip_locally
-from tinytorch.classroom.formats import gradescope_results, prairielearn_results
 from tinytorch.classroom.platform_schemas import validate_gradescope, validate_prairielearn
 from tinytorch.classroom.scoring import Points
 from tinytorch.cli.main import main
 from tinytorch.milestone07.cases import hidden_cases
+from tinytorch.render.platforms import gradescope_results, prairielearn_results
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "tests" / "mutants" / "student_base.py"
@@ -351,7 +351,7 @@ COLUMN_ORDER = (  # the im2col_column_order mutant of tests/test_milestone_mutan
 
 def _graded_doc(tmp_path: Path, replace: tuple[tuple[str, str], ...]) -> dict:
     from tinytorch.milestone07 import run_part_a
-    from tinytorch.milestone07.schema import to_json
+    from tinytorch.render.json_doc import to_json
 
     src = BASE.read_text()
     for old, new in replace:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tinytorch.extensions import benchmark
-from tinytorch.extensions.torch_worker import TorchWorker
 
 from tinytorch import profiling
+from tinytorch.bench import native as benchmark
+from tinytorch.bench.torch_worker import TorchWorker
 from tinytorch.cli import bench
 from tinytorch.profiling import LoadMeter
 from tinytorch.profiling.load import NOISY_LOAD
@@ -410,7 +410,7 @@ def test_openblas_held_to_haswell_keeps_the_targets(monkeypatch):
 
 
 def test_the_torch_worker_times_with_profiling_per_call_itself(monkeypatch):
-    from tinytorch.extensions import torch_worker
+    from tinytorch.bench import torch_worker
 
     sampled = []
 

@@ -31,8 +31,11 @@ FUNCS = ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
 CRASH = "import ctypes\n\n\n" + "".join(
     f"def {f}(*args, **kwargs):\n    return ctypes.string_at(0)\n\n\n" for f in FUNCS
 )
+# The graded Function class too (a module without it is INCOMPLETE), crashing or hanging alike.
+CRASH += "class Im2colConv2dFunction:\n    apply = staticmethod(im2col_conv2d)\n"
 STUBS = "".join(f"def {f}(*args):\n    raise NotImplementedError\n\n\n" for f in FUNCS)
 HANG = "".join(f"def {f}(*args, **kwargs):\n    while True:\n        pass\n\n\n" for f in FUNCS)
+HANG += "class Im2colConv2dFunction:\n    apply = staticmethod(im2col_conv2d)\n"
 # Hidden cases are worth nothing here so the rows do not depend on how many there are.
 POINTS_TOML = "case = 1\ncheck = 2\nhidden_case = 0\n"
 HIDDEN_CASES = len(hidden_cases(1))  # hidden cases per grading run (README "Grading safely")
@@ -125,7 +128,7 @@ def test_gradebook_rows_are_exact(klass: dict[str, Path]) -> None:
 
 
 def test_every_student_has_a_milestone_json(klass: dict[str, Path]) -> None:
-    from tinytorch.milestone07 import validate
+    from tinytorch.render.json_doc import validate
 
     graded: list[int] = []
     for student in EXPECTED:
@@ -170,8 +173,8 @@ def test_report_figures_exist_and_are_not_empty(klass: dict[str, Path]) -> None:
 
 
 def test_the_report_shows_the_best_flags_side_by_side_and_says_how_many() -> None:
-    from tinytorch.classroom.report import SIDE_BY_SIDE_MAX, similarity_html
     from tinytorch.classroom.similarity import Flag
+    from tinytorch.render.class_html import SIDE_BY_SIDE_MAX, similarity_html
 
     assert SIDE_BY_SIDE_MAX == 20
     flags = [Flag(f"s{i:02d}", f"t{i:02d}", 1.0 - i / 1000) for i in range(SIDE_BY_SIDE_MAX + 5)]
@@ -179,7 +182,7 @@ def test_the_report_shows_the_best_flags_side_by_side_and_says_how_many() -> Non
     assert page.count('class="sbs"') == SIDE_BY_SIDE_MAX and page.count("<tr>") == 1 + len(flags)
     assert f"the {SIDE_BY_SIDE_MAX} best-scoring are shown side by side" in page
     assert "5 more flags are listed above only" in page
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "instructors.md").read_text().split())
     assert f"the {SIDE_BY_SIDE_MAX} best-scoring flags with the two files side by side" in readme
 
 
@@ -320,6 +323,7 @@ def _rewrite():
 
 threading.Thread(target=_rewrite, daemon=True).start()
 """ + "".join(f"def {f}(*args, **kwargs):\n    time.sleep(60)\n\n\n" for f in FUNCS)
+    hostile += "class Im2colConv2dFunction:\n    apply = staticmethod(im2col_conv2d)\n"
     (subs / "a_mallory.py").write_text(hostile)
     victims = ("v1", "v2", "v3")
     for v in victims:
@@ -349,13 +353,13 @@ threading.Thread(target=_rewrite, daemon=True).start()
 
 
 def test_the_slot_uid_pool_refuses_a_uid_that_is_someones(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinytorch.milestone07 import contain
+    from tinytorch.sandbox import uids
 
-    base, _gid = contain.slot_ids(0)
-    assert contain.slot_ids(3) == (base + 3, base + 3) and base > 65535
-    monkeypatch.setenv(contain.SLOT_UID_BASE_VAR, "0")  # uid 0 is root's
-    assert contain.slot_pool_problem(2) == "uid 0 of the slot pool is the user 'root'"
-    assert "only 1024 uids" in contain.slot_pool_problem(contain.SLOT_UIDS + 1)
+    base, _gid = uids.slot_ids(0)
+    assert uids.slot_ids(3) == (base + 3, base + 3) and base > 65535
+    monkeypatch.setenv(uids.SLOT_UID_BASE_VAR, "0")  # uid 0 is root's
+    assert uids.slot_pool_problem(2) == "uid 0 of the slot pool is the user 'root'"
+    assert "only 1024 uids" in uids.slot_pool_problem(uids.SLOT_UIDS + 1)
 
 
 def test_a_run_past_its_wall_timeout_is_killed_with_its_tree(tmp_path: Path) -> None:
@@ -440,8 +444,8 @@ def test_notebook_and_percent_submissions_with_notebook(tmp_path: Path) -> None:
 
 
 def test_a_run_killed_at_the_wall_timeout_is_a_named_error_row(tmp_path: Path) -> None:
-    from tinytorch.classroom.formats import gradebook_row
     from tinytorch.classroom.runner import grade_submission
+    from tinytorch.render.platforms import gradebook_row
 
     sleeper = tmp_path / "sleeper.py"
     sleeper.write_text("import time\n\ntime.sleep(120)\n")
@@ -453,7 +457,7 @@ def test_a_run_killed_at_the_wall_timeout_is_a_named_error_row(tmp_path: Path) -
 
 
 def test_the_gflops_figure_with_part_b(tmp_path: Path) -> None:
-    from tinytorch.classroom.report import figures
+    from tinytorch.render.class_html import figures
 
     def doc(gflops: float) -> dict:
         row = {"problem": "gemm 1024x1024x1024", "backend": "student", "status": "ok", "gflops": gflops}  # fmt: skip
@@ -558,8 +562,8 @@ def test_a_memory_flood_is_a_graded_failure_not_an_error(tmp_path: Path) -> None
     """Red-teaming: a submission that forks memory hogs was stopped as a memory flood and
     recorded as ERROR, which PrairieLearn does not count: a way to void any attempt. It is the
     submission's doing, so it is NOT PASSED with no points, and gradable."""
-    from tinytorch.classroom.formats import prairielearn_results
     from tinytorch.classroom.runner import grade_submission
+    from tinytorch.render.platforms import prairielearn_results
 
     hog = tmp_path / "hog.py"
     hog.write_text("import time\n_hog = bytearray(400 << 20)\n_hog[::4096] = b'x' * len(_hog[::4096])\ntime.sleep(60)\n")  # fmt: skip

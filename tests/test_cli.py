@@ -101,7 +101,7 @@ def test_console_script_is_installed_next_to_python():
 
 def test_info_survives_a_failing_backend_probe(monkeypatch):
     from tinytorch import extensions
-    from tinytorch.cli import info
+    from tinytorch.profiling import environment as info
 
     def broken():
         raise OSError("libfoo.so: cannot open shared object file")

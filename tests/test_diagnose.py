@@ -18,13 +18,15 @@ import numpy as np
 import pytest
 
 from tinytorch.cli.main import main
-from tinytorch.grading.record import CASES_MIME, cases_bundle
-from tinytorch.milestone07 import LESSONS, render_part_a, run_part_a, to_json, validate
+from tinytorch.milestone07 import LESSONS, run_part_a
 from tinytorch.milestone07.checks import im2col_layout
 from tinytorch.milestone07.diagnose import FAILURE_LESSONS, diagnose, diagnose_result
 from tinytorch.milestone07.references import ref_im2col
 from tinytorch.milestone07.results import CaseResult, CheckResult, PartAResult
-from tinytorch.viz.tables import cases_html, cases_text
+from tinytorch.render.json_doc import to_json, validate
+from tinytorch.render.notebook_record import CASES_MIME, cases_bundle
+from tinytorch.render.notebook_tables import cases_html, cases_text
+from tinytorch.render.terminal import render_part_a
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 

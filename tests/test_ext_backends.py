@@ -138,7 +138,7 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
 
 
 def test_a_torch_worker_that_does_not_answer_in_time_is_killed() -> None:
-    from tinytorch.extensions import benchmark
+    from tinytorch.bench import native as benchmark
 
     worker = benchmark.TorchWorker(timeout=120)
     if not worker.ok:

@@ -16,13 +16,13 @@ from tinytorch.cli.grade import parse_param
 from tinytorch.cli.main import main
 from tinytorch.grading import collect, inject_parameters
 from tinytorch.grading.grade import UsageError, resolve_impl
-from tinytorch.grading.record import CASES_MIME, VERDICT_MIME
+from tinytorch.render.notebook_record import CASES_MIME, VERDICT_MIME
 
 pytestmark = pytest.mark.timeout(120)
 
 PARAMS = 'IMPL = "tinytorch.perf.acceleration"\nVERDICT = "PASS"\n'
 RECORD_CASES = """
-from tinytorch.grading.record import show
+from tinytorch.render.notebook_record import show
 show({"@CASES@": {"stage": "early", "cases": [
     {"name": "tiled_matmul/a", "status": "pass", "max_error": 0.0},
     {"name": "tiled_matmul/b", "status": "fail", "max_error": 0.5}]}, "text/plain": "cases"})
@@ -35,7 +35,7 @@ with out:
 display(w.VBox([w.IntSlider(3), out]))
 """
 RECORD_VERDICT = """
-from tinytorch.grading.record import show
+from tinytorch.render.notebook_record import show
 show({"@VERDICT@": {"verdict": VERDICT, "impl": IMPL, "cases": [
     {"name": "tiled_matmul/a", "status": "pass", "max_error": 0.0},
     {"name": "tiled_matmul/b", "status": "pass", "max_error": 1e-7}], "checks": []},

@@ -9,18 +9,12 @@ import pytest
 from test_milestone_mutants import ALTERNATIVES, MUTANTS, mutate
 
 from tinytorch.cli.main import main
-from tinytorch.milestone07 import (
-    CASES,
-    GROUPS,
-    SCHEMA_VERSION,
-    render_part_a,
-    run_part_a,
-    to_json,
-    validate,
-)
+from tinytorch.milestone07 import CASES, GROUPS, run_part_a
 from tinytorch.milestone07.cases import HIDDEN_GROUPS, hidden_cases
 from tinytorch.milestone07.checks import AUDIT_PROBLEMS
 from tinytorch.milestone07.part_a import resolve_seed
+from tinytorch.render.json_doc import SCHEMA_VERSION, to_json, validate
+from tinytorch.render.terminal import render_part_a
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 
@@ -192,7 +186,7 @@ def test_memory_limit_is_recorded_in_the_isolation_section() -> None:
 def _fixture(tmp_path: Path, params: str) -> Path:
     import nbformat
 
-    from tinytorch.grading.record import VERDICT_MIME
+    from tinytorch.render.notebook_record import VERDICT_MIME
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
@@ -201,7 +195,7 @@ def _fixture(tmp_path: Path, params: str) -> Path:
         "language": "python",
     }
     record = (
-        "from tinytorch.grading.record import show\n"
+        "from tinytorch.render.notebook_record import show\n"
         f"show({{{VERDICT_MIME!r}: {{'verdict': 'PASS', 'grading': globals().get('GRADING'), "
         "'seed': 7, 'cases': [], 'hidden_cases': [{'name': 'hidden/x', 'status': 'pass'}], "
         "'checks': []}, 'text/plain': 'v'})\n"

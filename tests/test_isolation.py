@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinytorch.milestone07 import contain
-from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.milestone07.boundary import open_sandbox as Sandbox
+from tinytorch.sandbox import procs, spawn, uids
+from tinytorch.sandbox.child import confine
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "tests" / "mutants" / "student_base.py"
@@ -95,7 +96,7 @@ def test_as_root_every_layer_is_active_and_the_child_is_nobody(
     assert set(layers) >= {"session", "subreaper", "pdeathsig", "namespaces", "network", "uid",
                            "workdir", "env", "limits"}  # fmt: skip
     assert (secret, net, interfaces) == (0, 0, 1)  # no secret, only lo
-    assert contain.RUN_UID_BASE <= uid < contain.RUN_UID_BASE + contain.RUN_UIDS  # its own uid
+    assert uids.RUN_UID_BASE <= uid < uids.RUN_UID_BASE + uids.RUN_UIDS  # its own uid
 
 
 def test_close_kills_what_the_child_started(tmp_path: Path) -> None:
@@ -115,8 +116,8 @@ def test_close_kills_what_the_child_started(tmp_path: Path) -> None:
 def test_without_namespaces_the_tree_kill_still_finds_everything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(contain.NAMESPACES_VAR, "0")
-    monkeypatch.setattr(contain, "_NAMESPACES", None)
+    monkeypatch.setenv(spawn.NAMESPACES_VAR, "0")
+    monkeypatch.setattr(spawn, "_NAMESPACES", None)
     mark = f"ISO-{uuid.uuid4().hex}"
     body = PROBE + textwrap.dedent(f"""
     import os, subprocess
@@ -143,7 +144,7 @@ def test_without_namespaces_the_tree_kill_still_finds_everything(
         assert box.isolation["orphans"]["active"] is True
         assert _wait_for(mark, 7) >= 7
     assert _pgrep(mark) == []
-    monkeypatch.setattr(contain, "_NAMESPACES", None)
+    monkeypatch.setattr(spawn, "_NAMESPACES", None)
 
 
 def test_grad_and_stub_follow_the_contract(tmp_path: Path) -> None:
@@ -228,9 +229,9 @@ def test_memory_limit_is_configurable(tmp_path: Path) -> None:
         return Tensor(np.ones(300 << 20, np.uint8)[:1])
     """
     impl = _write(tmp_path, "alloc", body)
-    with Sandbox(impl, limits=contain.ChildLimits(memory_bytes=1 << 30)) as box:
+    with Sandbox(impl, limits=confine.ChildLimits(memory_bytes=1 << 30)) as box:
         assert _value(box).shape == (1,)
-    with Sandbox(impl, limits=contain.ChildLimits(memory_bytes=200 << 20)) as box:
+    with Sandbox(impl, limits=confine.ChildLimits(memory_bytes=200 << 20)) as box:
         reply = box.request(
             {"fn": "fused_gelu", "args": [np.zeros(1, np.float32)], "kwargs": {}}, 10
         )
@@ -248,9 +249,10 @@ def test_bad_limits_argument_is_named() -> None:
 # ---- the grader itself under an unprivileged uid ------------------------------------------------
 HARNESS = """
 import os, sys
-from tinytorch.milestone07 import contain
-blocked = contain.blocked_dirs(contain.needed_paths(sys.argv[1]))
-ok, why = contain.expose(blocked, sys.argv[2]) if blocked else (True, "")
+from tinytorch.sandbox import procs, spawn, uids
+from tinytorch.sandbox.child import confine
+blocked = confine.blocked_dirs(spawn.needed_paths(sys.argv[1]))
+ok, why = confine.expose(blocked, sys.argv[2]) if blocked else (True, "")
 assert ok, why
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 os.execv(sys.executable, [sys.executable, "-c", sys.argv[3], *sys.argv[4:]])
@@ -268,7 +270,7 @@ def _as_nobody(shared: Path, impl: str, namespaces: bool) -> dict:
         pytest.skip("needs root to start a grader as uid 65534")
     stage = shared / "stage"
     stage.mkdir()
-    env = {**os.environ, contain.NAMESPACES_VAR: "1" if namespaces else "0", "HOME": str(shared)}
+    env = {**os.environ, spawn.NAMESPACES_VAR: "1" if namespaces else "0", "HOME": str(shared)}
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", HARNESS,
          str(ROOT / "tinytorch" / "milestone07"), str(stage), RUNNER, impl],
@@ -301,7 +303,7 @@ def test_the_torch_worker_speaks_the_sandbox_protocol() -> None:
 
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed")
-    from tinytorch.extensions.torch_worker import TorchWorker
+    from tinytorch.bench.torch_worker import TorchWorker
 
     worker = TorchWorker(timeout=120)
     try:
@@ -318,7 +320,7 @@ def test_the_torch_worker_speaks_the_sandbox_protocol() -> None:
 
 GRADER = """
 import sys, time
-from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.milestone07.boundary import open_sandbox as Sandbox
 box = Sandbox(sys.argv[1])
 print(box.start()["status"], box.isolation["namespaces"]["active"], flush=True)
 time.sleep(300)
@@ -360,9 +362,7 @@ def test_a_killed_grader_takes_the_whole_child_tree_with_it(tmp_path: Path) -> N
 
 def test_task_requests_take_a_registry_key_or_module_function() -> None:
     with Sandbox(None) as box:
-        ok = box.request(
-            {"task": "tinytorch.milestone07.bench_tasks:simd_status", "kwargs": {}}, 120
-        )
+        ok = box.request({"task": "tinytorch.bench.tasks:simd_status", "kwargs": {}}, 120)
         assert ok["status"] == "ok" and isinstance(ok["value"], dict)
         unknown = box.request({"task": "no_such_task", "kwargs": {}}, 30)
         assert unknown == {"status": "raised", "error": "unknown task 'no_such_task'"}
@@ -373,22 +373,22 @@ def test_blocked_dirs_names_the_first_folder_others_cannot_enter(shared: Path) -
     (private / "py" / "lib").mkdir(parents=True)
     private.chmod(0o700)
     (shared / "open" / "lib").mkdir(parents=True)
-    got = contain.blocked_dirs([str(private / "py" / "lib"), str(shared / "open" / "lib")])
+    got = confine.blocked_dirs([str(private / "py" / "lib"), str(shared / "open" / "lib")])
     assert got == {str(private): {"py"}}
 
 
 def test_the_orphan_rule_falls_back_to_the_sandbox_uid(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert contain.orphan_rule(None)[0] == "nnp"  # this grader runs without no_new_privs
-    real = contain._status_field
+    assert procs.orphan_rule(None)[0] == "nnp"  # this grader runs without no_new_privs
+    real = procs._status_field
     monkeypatch.setattr(  # a grader started with no_new_privs (e.g. a hardened container)
-        contain, "_status_field", lambda pid, name: "1" if name == "NoNewPrivs" else real(pid, name)
+        procs, "_status_field", lambda pid, name: "1" if name == "NoNewPrivs" else real(pid, name)
     )
     other = os.getuid() + 1
-    assert contain.orphan_rule(other) == (
+    assert procs.orphan_rule(other) == (
         "uid",
         f"processes re-parented to the grader running as uid {other} are killed",
     )
-    rule, why = contain.orphan_rule(None)
+    rule, why = procs.orphan_rule(None)
     assert rule is None and "survives" in why  # said in the isolation section, not hidden
 
 
@@ -472,8 +472,8 @@ def test_without_a_namespace_what_a_sandbox_uid_leaves_in_shared_folders_is_remo
     shared_folder = tmp_path / "tmp"
     shared_folder.mkdir()
     shared_folder.chmod(0o1777)
-    monkeypatch.setattr(contain, "SHARED_FOLDERS", (str(shared_folder),))
-    uid = contain.RUN_UID_BASE + 12345
+    monkeypatch.setattr(confine, "SHARED_FOLDERS", (str(shared_folder),))
+    uid = uids.RUN_UID_BASE + 12345
     target = tmp_path / "target"
     target.write_text("kept")
     left = [shared_folder / "file", shared_folder / "dir", shared_folder / "link"]
@@ -483,8 +483,8 @@ def test_without_a_namespace_what_a_sandbox_uid_leaves_in_shared_folders_is_remo
     for path in [*left, left[1] / "sub"]:
         os.lchown(path, uid, uid)
     (shared_folder / "graders").write_text("root's")
-    assert contain.remove_leftovers(None) == 0 and contain.remove_leftovers(4242) == 0
-    assert contain.remove_leftovers(uid) == 3
+    assert uids.remove_leftovers(None) == 0 and uids.remove_leftovers(4242) == 0
+    assert uids.remove_leftovers(uid) == 3
     assert sorted(p.name for p in shared_folder.iterdir()) == ["graders"]
     assert target.read_text() == "kept"
 
@@ -525,8 +525,8 @@ def test_a_child_gets_fresh_shared_folders_that_die_with_it(shared: Path) -> Non
     gets a fresh, 64 MiB tmpfs over /tmp, /var/tmp, /dev/shm, ...: it sees none of the host's
     files nor other gradings' folders, nothing it writes reaches the host, and a restart starts
     empty."""
-    if not contain.namespace_prefix()[0]:
-        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    if not spawn.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {spawn.namespace_prefix()[1]}")
     mark = f"tt-private-{uuid.uuid4().hex}"
     host_file = Path(tempfile.gettempdir()) / f"{mark}-host"
     host_file.write_text("the grader's")
@@ -557,16 +557,16 @@ def test_private_tmp_binds_back_what_the_child_needs_inside_a_shared_folder() ->
     folder are bound back in place (the top-most of nested ones, once), and a shared folder
     that a needed path holds whole, or lies inside, is left uncovered."""
     keep = ["/tmp/clone/.venv", "/tmp/clone/.venv/lib", "/tmp/tt-sandbox-1-x", "/usr/lib", ""]
-    plan, whole = contain.tmp_plan(keep, ["/tmp", "/dev/shm", "/tmpfoo"])
+    plan, whole = confine.tmp_plan(keep, ["/tmp", "/dev/shm", "/tmpfoo"])
     assert plan == {
         "/tmp": ["/tmp/clone/.venv", "/tmp/tt-sandbox-1-x"],
         "/dev/shm": [],
         "/tmpfoo": [],  # a sibling whose name starts with "/tmp" is not inside it
     }
     assert whole == []
-    plan, whole = contain.tmp_plan(["/var/tmp", "/"], ["/var/tmp", "/tmp"])
+    plan, whole = confine.tmp_plan(["/var/tmp", "/"], ["/var/tmp", "/tmp"])
     assert plan == {} and whole == ["/var/tmp", "/tmp"]  # "/" holds everything
-    plan, whole = contain.tmp_plan(["/var/tmp/"], ["/var/tmp", "/tmp"])
+    plan, whole = confine.tmp_plan(["/var/tmp/"], ["/var/tmp", "/tmp"])
     assert plan == {"/tmp": []} and whole == ["/var/tmp"]
 
 
@@ -577,13 +577,13 @@ def test_the_package_folders_are_kept_though_an_editable_install_finds_them_by_a
     import tinytorch.extensions
 
     import tinytorch
-    from tinytorch.milestone07 import sandbox
+    from tinytorch.sandbox import parent as sandbox
 
-    needed = contain.needed_paths(str(sandbox._HERE))
+    needed = spawn.needed_paths(str(sandbox._HERE))
     for folder in [*tinytorch.__path__, *tinytorch.extensions.__path__]:
         assert os.path.realpath(folder) in needed, folder
     checkout = str(Path(tinytorch.__path__[0]).parent)
-    plan, _whole = contain.tmp_plan([str(sandbox._HERE), *contain.package_dirs()], [checkout])
+    plan, _whole = confine.tmp_plan([str(sandbox._HERE), *spawn.package_dirs()], [checkout])
     assert tinytorch.__path__[0] in plan[checkout]  # bound back whole, not only milestone07
 
 
@@ -633,9 +633,9 @@ def test_a_grading_child_cannot_read_the_reference_or_the_checkout(
     unused name added to each code object had other fingerprints, and passed own-work. In grading
     mode the child's mount namespace now shows the reference's files empty and covers a source
     checkout but for the packages and the venv; a practice run reads them as before."""
-    if not contain.namespace_prefix()[0]:
-        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
-    checkout = contain.checkout_root()
+    if not spawn.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {spawn.namespace_prefix()[1]}")
+    checkout = spawn.checkout_root()
     with Sandbox(_write(shared, "reads_reference", READS_REFERENCE), grading=grading) as box:
         assert box.start()["status"] == "ok"
         nearby, ref, refs64, tensor, tests, git = _value(box)
@@ -670,8 +670,8 @@ def test_a_childs_sysv_shared_memory_never_reaches_the_host(shared: Path) -> Non
     """Red-teaming: the child shared the host's IPC namespace, so a SysV segment (or a message
     queue) it made outlived it, readable by the next grading, in RAM no cap counted. The child now
     has an IPC namespace of its own."""
-    if not contain.namespace_prefix()[0]:
-        pytest.skip(f"no namespaces for the child: {contain.namespace_prefix()[1]}")
+    if not spawn.namespace_prefix()[0]:
+        pytest.skip(f"no namespaces for the child: {spawn.namespace_prefix()[1]}")
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -705,7 +705,7 @@ def test_removing_a_sandbox_folder_survives_any_depth(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     try:
-        contain.remove_tree(str(root))
+        procs.remove_tree(str(root))
         assert not root.exists()
     finally:  # left behind, it would break pytest's own cleanup of old temp folders
         subprocess.run(["rm", "-rf", str(root)], check=False)
@@ -735,8 +735,8 @@ def test_a_childs_workdir_is_a_capped_tmpfs_of_its_own(shared: Path) -> None:
     """Red-teaming: the workdir sat on the host's disk, where only the file-size limit held, so
     many files under it filled the disk (4 x 60 MiB). In its mount namespace the child's workdir
     is a tmpfs of its own, capped at 64 MiB, with the submission's copy moved in."""
-    if not contain.namespace_prefix()[0]:
-        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    if not spawn.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {spawn.namespace_prefix()[1]}")
     with Sandbox(_write(shared, "fills_workdir", FILLS_WORKDIR)) as box:
         assert box.start()["status"] == "ok"
         assert box.isolation["workdir"]["active"], box.isolation["workdir"]
@@ -770,8 +770,8 @@ def test_a_grading_child_sees_no_copy_of_the_reference_elsewhere(
     child loaded it at its first call, past the own-work fingerprints: PASS. A grading child now
     sees only the system's top-level folders whole; the others are covered but for what it
     needs. A practice child still reads them."""
-    if not contain.namespace_prefix()[0]:
-        pytest.skip(f"no mount namespace for the child: {contain.namespace_prefix()[1]}")
+    if not spawn.namespace_prefix()[0]:
+        pytest.skip(f"no mount namespace for the child: {spawn.namespace_prefix()[1]}")
     from tinytorch.release import reference_path
 
     elsewhere = Path(tempfile.mkdtemp(prefix="tt-another-clone-", dir="/"))

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tinytorch.bench import tasks as bench_tasks
 from tinytorch.cli.main import main
-from tinytorch.milestone07 import SCHEMA_VERSION, bench_tasks, validate
+from tinytorch.render.json_doc import SCHEMA_VERSION, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "tests" / "mutants" / "student_base.py"

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tinytorch.bench.part_b import run_part_b
 from tinytorch.milestone07 import (
     CASES,
     FUNCTIONS,
@@ -15,7 +16,6 @@ from tinytorch.milestone07 import (
     check_matmul_grid,
     compare,
     run_part_a,
-    run_part_b,
     select_cases,
 )
 

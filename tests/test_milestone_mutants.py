@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tinytorch.milestone07 import render_part_a, run_part_a
+from tinytorch.milestone07 import run_part_a
+from tinytorch.render.terminal import render_part_a
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 IM2COL = frozenset({"im2col", "im2col_conv2d"})  # an im2col bug also breaks the convolution

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from tinytorch.cli.main import main
-from tinytorch.grading.record import VERDICT_MIME
+from tinytorch.render.notebook_record import VERDICT_MIME
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 GRADE_BUDGET_S = 120.0  # issue 12, done when: headless grading still takes <= 120 s
@@ -18,7 +18,9 @@ GRADE_BUDGET_S = 120.0  # issue 12, done when: headless grading still takes <= 1
 DROPS_RAGGED_ROWS = """
 import numpy as np
 from tinytorch.core.tensor import Tensor
-from tinytorch.perf.acceleration import col2im, fused_gelu, im2col, im2col_conv2d  # noqa: F401
+from tinytorch.perf.acceleration import (  # noqa: F401
+    Im2colConv2dFunction, col2im, fused_gelu, im2col, im2col_conv2d,
+)
 
 
 def tiled_matmul(a, b, tile_size=64):

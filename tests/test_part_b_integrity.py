@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinytorch.milestone07 import part_b
-from tinytorch.milestone07.bench_tasks import TASKS, student_bias_gelu, student_gemm
+from tinytorch.bench import part_b
+from tinytorch.bench.tasks import TASKS, student_bias_gelu, student_gemm
 from tinytorch.milestone07.results import BenchRow
 from tinytorch.profiling import Ceilings
 
@@ -83,8 +83,8 @@ def test_both_student_gelu_tasks_time_a_course_module_on_a_tiny_input(task):
 def test_no_tensor_is_built_inside_a_timed_call(monkeypatch):
     """Tensor(data) copies: Part B builds the inputs' Tensors before timing, never in the timed
     call. Counted around each timed call, with kernels that build no Tensor themselves."""
+    from tinytorch.bench import tasks as bench_tasks
     from tinytorch.core.tensor import Tensor
-    from tinytorch.milestone07 import bench_tasks
     from tinytorch.milestone07.references import ref_gelu
 
     built: list[str] = []
@@ -129,12 +129,12 @@ def test_no_tensor_is_built_inside_a_timed_call(monkeypatch):
 
 
 PATCH_TASKS = """
-import tinytorch.milestone07.bench_tasks as _bt
+import tinytorch.bench.tasks as _bt
 _bt.TASKS["student_gemm"] = lambda module, **kw: {"status": "ok", "ms": 1e-9, "min_ms": 1e-9,
                                                   "samples": 25, "detail": "patched"}
 """
 PATCH_INTERNALS = """
-import tinytorch.milestone07.bench_tasks as _bt
+import tinytorch.bench.tasks as _bt
 _bt._student = lambda *a, **k: {"status": "ok", "ms": 1e-9, "min_ms": 1e-9, "samples": 25,
                                 "spread": 0.0, "load": 0.0, "detail": "patched"}
 """
@@ -181,7 +181,8 @@ def tiled_matmul(a, b, tile_size=64):
 
 
 def test_a_kernel_that_failed_part_a_is_timed_but_not_credited(tmp_path, only_student_and_ceilings):
-    from tinytorch.milestone07 import render_part_b, run_part_a
+    from tinytorch.milestone07 import run_part_a
+    from tinytorch.render.terminal import render_part_b
 
     impl = tmp_path / "ragged.py"
     impl.write_text(BASE.read_text() + RAGGED_BUG)

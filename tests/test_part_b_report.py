@@ -10,16 +10,17 @@ from typing import ClassVar
 import numpy as np
 import pytest
 from tinytorch.extensions import mps
-from tinytorch.extensions.torch_worker import TorchWorker
 
 from tinytorch import extensions, profiling
-from tinytorch.cli.info import backend_report
+from tinytorch.bench import part_b
+from tinytorch.bench import tasks as bench_tasks
+from tinytorch.bench.tasks import GELU_PASSES
+from tinytorch.bench.torch_worker import TorchWorker
 from tinytorch.core.tensor import Tensor
-from tinytorch.milestone07 import bench_tasks, part_b
-from tinytorch.milestone07.bench_tasks import GELU_PASSES
 from tinytorch.milestone07.references import ref_gelu
-from tinytorch.milestone07.report import render_part_b
 from tinytorch.milestone07.results import BenchRow, PartBResult
+from tinytorch.profiling.environment import backend_report
+from tinytorch.render.terminal import render_part_b
 
 LONG = (
     "triton 3.9.0 is installed but there is no CUDA GPU (set TRITON_INTERPRET=1 before import to "

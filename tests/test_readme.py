@@ -1,17 +1,21 @@
-"""Every bash block of README.md, run as written, in order (or its documented equivalent); and
-every command in the prose (an inline `tito ...` or `python ...` span) written with .venv/bin/.
+"""Every bash block of README.md and docs/*.md, run as written, in order (or its documented
+equivalent); every command in their prose (an inline `tito ...` or `python ...` span) written with
+.venv/bin/; every relative link pointing at a file (and heading) that exists.
 
 Kept fast by reusing the environment the tests already run in, instead of building new venvs:
 - `python3 -m venv .venv` and `.venv/bin/pip install ...` are what CI (or command 2) already did
   to make this environment, so they are checked to be exactly the README's, and not rerun;
 - `.venv/bin/X` runs as this interpreter's `bin/X` (the test venv is the README's .venv in CI);
-- command 2's `python -m pytest` runs as `pytest --collect-only` (the suite cannot run itself);
+- `python -m pytest ...` runs as `pytest ... --collect-only` (the suite cannot run itself);
 - `tito milestone run 07` and the milestone script run with the hidden `--part-b-sizes quick`
   (Part B's smaller problems; the same code path, a third of the time);
 - `jupyter lab NOTEBOOK` runs as `jupyter lab --version` (a server would never return), and
   NOTEBOOK must exist;
+- a command line written on several pages (the README's first steps repeat docs/students.md's)
+  runs once;
 - the instructor blocks (grading, the class grader, the Gradescope zip) run in a scratch folder
   holding submissions/alice/acceleration.py (a correct student module), as in a grader's folder.
+The tests that run commands are marked slow; the others (links, spans, snippets) take a second.
 """
 
 from __future__ import annotations
@@ -41,13 +45,41 @@ SETUP = (  # what CI did to build this environment: checked, not rerun
 )
 SHELL_WORDS = ("mkdir", "for ", "name=", "echo ", "done", "export ")  # plain shell, not ours
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+pytestmark = [pytest.mark.timeout(600)]
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def _tokens(page: Path) -> list:
+    return MarkdownIt().parse(page.read_text(encoding="utf-8"))
+
+
+def fences(info: str) -> list[tuple[Path, str]]:
+    """Every page's ```INFO fences, as (page, content): the README first, then docs/ by name."""
+    return [
+        (page, t.content)
+        for page in PAGES
+        for t in _tokens(page)
+        if t.type == "fence" and t.info.strip() == info
+    ]
 
 
 def bash_blocks() -> list[str]:
-    """The README's ```bash fences, in order."""
-    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
-    return [t.content for t in tokens if t.type == "fence" and t.info.strip() == "bash"]
+    """The ```bash fences of the README and docs/*.md, in order."""
+    return [content for _, content in fences("bash")]
+
+
+def test_the_docs_pages_exist_and_the_readme_links_each():
+    docs = [p for p in PAGES if p.parent.name == "docs"]
+    assert len(docs) >= 5, f"docs/ holds {[_name(p) for p in docs]}"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    unlinked = [_name(p) for p in docs if f"]({_name(p)})" not in readme]
+    assert not unlinked, f"README links none of {unlinked}"
+    assert len(readme.splitlines()) <= 160, "README: a front page; the details go to docs/"
 
 
 def commands(block: str) -> list[str]:
@@ -89,12 +121,12 @@ def _run(line: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_every_command_uses_the_venv_or_plain_shell():
-    for block in bash_blocks():
+    for page, block in fences("bash"):
         for line in commands(block):
             for part in (p.strip() for p in line.split("&&")):
                 ours = part.startswith((".venv/bin/", "python3 -m venv .venv"))
                 assert ours or part.startswith(SHELL_WORDS), (
-                    f"README command {part!r} needs an activated venv: write .venv/bin/..."
+                    f"{_name(page)} command {part!r} needs an activated venv: write .venv/bin/..."
                 )
 
 
@@ -102,28 +134,91 @@ COMMAND_WORDS = ("tito", "python", "pip", "jupyter", "jupytext", "pytest")
 ELSEWHERE = ("tito autograder run prairielearn",)  # PrairieLearn's image runs it, from its PATH
 
 
-def inline_commands() -> list[str]:
-    """The README's inline code spans that start with a command (`tito ...`, `python ...`)."""
-    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
-    spans = [
+def code_spans(page: Path) -> list[str]:
+    """A page's inline code spans."""
+    return [
         child.content
-        for t in tokens
+        for t in _tokens(page)
         if t.type == "inline"
         for child in t.children or []
         if child.type == "code_inline"
     ]
+
+
+def inline_commands(page: Path | None = None) -> list[str]:
+    """The inline code spans that start with a command (`tito ...`, `python ...`): one page's, or
+    every page's."""
+    spans = [s for p in ([page] if page else PAGES) for s in code_spans(p)]
     return [s for s in spans if s.split(" ", 1)[0].rsplit("/", 1)[-1] in COMMAND_WORDS]
 
 
 def test_every_inline_command_uses_the_venv_too():
     found = inline_commands()
     assert any(s.startswith(".venv/bin/tito info") for s in found), "the span scan found nothing"
-    bare = [s for s in found if not s.startswith(".venv/bin/") and not s.startswith(ELSEWHERE)]
-    assert not bare, f"README inline commands that need an activated venv: {bare}"
+    for page in PAGES:
+        bare = [
+            s
+            for s in inline_commands(page)
+            if not s.startswith(".venv/bin/") and not s.startswith(ELSEWHERE)
+        ]
+        assert not bare, f"{_name(page)} inline commands that need an activated venv: {bare}"
+
+
+def test_the_documented_grading_commands_grade_and_use_the_venv():
+    """The PrairieLearn command grades in grading mode (without --grading it is a practice run),
+    and the Gradescope zip's local test runs the venv's Python (the system's lacks tinytorch)."""
+    written = [s for p in PAGES for s in code_spans(p)]
+    written += [ln for b in bash_blocks() for ln in commands(b)]
+    prairielearn = [c for c in written if "--format prairielearn" in c and "milestone run" in c]
+    assert prairielearn, "no documented `tito milestone run ... --format prairielearn`"
+    assert all("--grading" in c for c in prairielearn), prairielearn
+    local = [c for c in written if "TINYTORCH_PYTHON=" in c]
+    assert local, "no documented local test of the Gradescope zip"
+    assert all("TINYTORCH_PYTHON=$PWD/.venv/bin/python" in c for c in local), local
+    assert not any("$(which python" in c for c in written)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    tokens = _tokens(page)
+    seen: dict[str, int] = {}
+    for i, t in enumerate(tokens):
+        if t.type == "heading_open":
+            slug = _slug(tokens[i + 1].content)
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            if n:
+                seen[f"{slug}-{n}"] = 1
+    return set(seen)
+
+
+def test_every_relative_link_points_at_a_file_that_exists():
+    checked = 0
+    for page in PAGES:
+        for t in _tokens(page):
+            for child in t.children or []:
+                target = child.attrs.get("href") or child.attrs.get("src")
+                if child.type not in ("link_open", "image") or not target:
+                    continue
+                if re.match(r"[a-z][a-z0-9+.-]*:", str(target)):  # https:, mailto:
+                    continue
+                path, _, anchor = str(target).partition("#")
+                dest = (page.parent / path).resolve() if path else page
+                where = f"{_name(page)} links {target!r}"
+                assert dest.exists(), f"{where}, which does not exist"
+                assert dest == ROOT or ROOT in dest.parents, f"{where}, outside the repository"
+                if anchor and dest.suffix == ".md":
+                    assert anchor in _anchors(dest), f"{where}: no such heading"
+                checked += 1
+    assert checked >= 10, "the link scan found nothing"
 
 
 def test_the_colab_link_is_the_repository_declared_in_pyproject():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
     assert "<org>" not in text and "<repo>" not in text
     repo = re.search(
         r'^Repository = "https://github.com/(.+?)"',
@@ -141,19 +236,19 @@ def test_the_setup_steps_the_test_skips_are_the_ones_ci_ran():
     assert (BIN / "tito").exists() and (BIN / "jupyter").exists(), "the test venv lacks them"
 
 
+@pytest.mark.slow
 def test_the_student_blocks_run_as_written():
-    """Command 1, command 2 (collect only), running the milestone, and JupyterLab, from the root."""
+    """Command 1, command 2 (collect only), running the milestone, JupyterLab, the quick test loop,
+    from the root; a line written on several pages runs once."""
     blocks = bash_blocks()
     student = [b for b in blocks if not _instructor(b)]
     assert len(student) >= 4
-    for block in student:
-        for line in commands(block):
-            done = _run(line, ROOT)
-            assert done.returncode == 0, (
-                f"{line!r} exited {done.returncode}:\n{done.stderr[-2000:]}"
-            )
-            if "milestone run 07" in line:
-                assert "PASS" in done.stdout and "root cause" not in done.stdout
+    lines = list(dict.fromkeys(ln for block in student for ln in commands(block)))
+    for line in lines:
+        done = _run(line, ROOT)
+        assert done.returncode == 0, f"{line!r} exited {done.returncode}:\n{done.stderr[-2000:]}"
+        if "milestone run 07" in line:
+            assert "PASS" in done.stdout and "root cause" not in done.stdout
 
 
 def _instructor(block: str) -> bool:
@@ -161,6 +256,7 @@ def _instructor(block: str) -> bool:
     return "submissions/" in block or "tito autograder" in block
 
 
+@pytest.mark.slow
 def test_the_instructor_blocks_run_as_written(tmp_path):
     (tmp_path / "submissions" / "alice").mkdir(parents=True)
     shutil.copy(STUDENT, tmp_path / "submissions" / "alice" / "acceleration.py")
@@ -180,9 +276,9 @@ def test_the_instructor_blocks_run_as_written(tmp_path):
     assert zipfile.is_zipfile(tmp_path / "autograder.zip")
 
 
+@pytest.mark.slow
 def test_the_python_block_runs(tmp_path):
-    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
-    (code,) = [t.content for t in tokens if t.type == "fence" and t.info.strip() == "python"]
+    (code,) = [content for _, content in fences("python")]
     (tmp_path / "submissions" / "alice").mkdir(parents=True)
     shutil.copy(STUDENT, tmp_path / "submissions" / "alice" / "acceleration.py")
     done = subprocess.run(
@@ -197,6 +293,7 @@ def test_the_python_block_runs(tmp_path):
     assert done.stdout.strip() == "PASS"
 
 
+@pytest.mark.slow
 def test_a_missing_impl_is_a_usage_error_in_one_line(tmp_path):
     for argv in (
         ["milestone", "run", "07", "--impl", "nope.py"],
@@ -217,14 +314,13 @@ def test_a_missing_impl_is_a_usage_error_in_one_line(tmp_path):
 
 
 def test_the_prairielearn_info_json_snippet_names_our_entry_point():
-    """The README's info.json: valid JSON, PrairieLearn's documented externalGradingOptions keys
+    """The docs' info.json: valid JSON, PrairieLearn's documented externalGradingOptions keys
     only, and an entrypoint that `tito` parses as `autograder run prairielearn`."""
     import shlex
 
     from tinytorch.cli.main import build_parser
 
-    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
-    (snippet,) = [t.content for t in tokens if t.type == "fence" and t.info.strip() == "json"]
+    (snippet,) = [content for _, content in fences("json")]
     info = json.loads(snippet)
     options = info["externalGradingOptions"]
     documented = {"enabled", "image", "entrypoint", "serverFilesCourse", "timeout",

@@ -13,7 +13,8 @@ import pytest
 
 from tinytorch.cli.main import main
 from tinytorch.perf import acceleration
-from tinytorch.release import BEGIN, END, make_student_source, stub_places, write_student_edition
+from tinytorch.release import BEGIN, END, make_student_source, write_student_edition
+from tinytorch.sandbox.child.exports import stub_places
 
 PUBLIC = [
     "vectorized_matmul",

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from tinytorch.cli.main import main
-from tinytorch.milestone07 import validate, wire
-from tinytorch.milestone07.resultfile import ResultFile, ResultFileError, claim_all
-from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.milestone07.boundary import open_sandbox as Sandbox
+from tinytorch.render.json_doc import validate
+from tinytorch.render.resultfile import ResultFile, ResultFileError, claim_all
+from tinytorch.sandbox.child import protocol as wire
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tinytorch.milestone07.boundary import open_sandbox as Sandbox
 from tinytorch.milestone07.references import ref_conv2d_grads
-from tinytorch.milestone07.sandbox import Sandbox
 from tinytorch.release import write_student_edition
 
 COURSE = Path(__file__).parent / "course" / "course_module.py"

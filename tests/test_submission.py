@@ -12,7 +12,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from tinytorch.cli.main import main
 from tinytorch.milestone07 import run_part_a
-from tinytorch.milestone07.submission import (
+from tinytorch.sandbox.child.exports import (
     SubmissionError,
     exported_source,
     has_nbdev_markers,

@@ -17,13 +17,13 @@ from matplotlib.figure import Figure
 
 from tinytorch.milestone07 import evidence
 from tinytorch.milestone07.references import ref_col2im, ref_im2col
+from tinytorch.render.notebook_tables import cases_html, cases_text, checks_html
 from tinytorch.viz import bugs
 from tinytorch.viz import heatmap as hm
 from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.failures import draw_case, save_failure_plots
 from tinytorch.viz.im2col import column_colour, draw_im2col, im2col_layout
 from tinytorch.viz.native import native_status, native_status_text
-from tinytorch.viz.tables import cases_html, cases_text, checks_html
 from tinytorch.viz.tiles import axis_blocks, draw_ragged_tiles, tile_layout
 
 

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from tinytorch import profiling
-from tinytorch.milestone07 import bench_tasks
+from tinytorch.bench import tasks as bench_tasks
 from tinytorch.viz.widget import draw_tile_throughput, tile_throughput
 
 IMPL = "tinytorch.perf.acceleration"

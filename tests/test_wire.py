@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinytorch.milestone07 import wire
 from tinytorch.milestone07.calls import StudentCalls
 from tinytorch.milestone07.cases import CASES_BY_NAME
 from tinytorch.milestone07.checks import tiling_audit
 from tinytorch.milestone07.part_a import _graded_run, grade_case
 from tinytorch.milestone07.references import make_call
 from tinytorch.milestone07.results import CASE_STATUSES, CHECK_STATUSES, VERDICTS
-from tinytorch.milestone07.sandbox import (
+from tinytorch.sandbox.child import protocol as wire
+from tinytorch.sandbox.parent import (
     CALL_REPLIES,
     Sandbox,
     _call_validator,

@@ -26,10 +26,10 @@ from typing import Any
 
 import psutil
 
-from tinytorch.classroom.formats import gradescope_results, prairielearn_results
 from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points, load_points
 from tinytorch.classroom.submissions import find_module
+from tinytorch.render.platforms import gradescope_results, prairielearn_results
 
 GRADER_USER = "tinytorch-grader"
 VENV = "/opt/tinytorch"

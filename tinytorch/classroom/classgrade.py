@@ -10,7 +10,7 @@ Each student's file is read into memory when the run starts and graded from a fr
 (DIR/.work/<student>, mode 0700), and each result is kept in memory once graded: a submission that
 rewrites files on disk changes neither what another student is graded on nor another student's
 gradebook row. As root, each of the N concurrent grading slots has its own unprivileged uid
-(contain.slot_ids), so the sandboxes' workdirs (mode 0700, owned by the slot's uid) of students
+(uids.slot_ids), so the sandboxes' workdirs (mode 0700, owned by the slot's uid) of students
 graded at the same time are closed to each other. As a normal user every student's process runs
 as that user: concurrent students are then not kept from each other's files (README).
 
@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from tinytorch.classroom.cpugroups import CpuGroups
-from tinytorch.classroom.formats import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.submissions import Submission, discover, source_text
-from tinytorch.milestone07 import contain
+from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
+from tinytorch.sandbox import uids
 
 
 def usable_cpus() -> int:
@@ -216,8 +216,8 @@ def grade_class(
     slots: queue.Queue[int] = queue.Queue()
     for slot in range(jobs):
         slots.put(slot)
-    own_uids = contain.sandbox_ids() is not None  # root: a uid per slot, when the pool is usable
-    if own_uids and (why := contain.slot_pool_problem(jobs)):
+    own_uids = uids.sandbox_ids() is not None  # root: a uid per slot, when the pool is usable
+    if own_uids and (why := uids.slot_pool_problem(jobs)):
         own_uids = False
         run.warnings.append(f"concurrent students share one sandbox uid: {why}")
 
@@ -251,7 +251,7 @@ def grade_class(
                 wall_timeout=wall_timeout,
                 stop=stop,
                 log_path=logs / f"{sub.student}.log",
-                env={**os.environ, **extra_env, **(contain.slot_env(slot) if own_uids else {})},
+                env={**os.environ, **extra_env, **(uids.slot_env(slot) if own_uids else {})},
                 prefix=groups.prefix(slot),
                 seed=seed,
             )
@@ -375,9 +375,9 @@ def grade_and_report(
 ) -> ClassReport:
     """`tito grade-class`: grade_class(**kwargs), then gradebook.csv, the similarity flags and
     class_report.html, timing each phase."""
-    from tinytorch.classroom.report import write_report
     from tinytorch.classroom.similarity import similarity_flags
     from tinytorch.release import make_student_source, reference_path
+    from tinytorch.render.class_html import write_report
 
     out = Path(out)
     start = time.perf_counter()

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import time
 from pathlib import Path
+
+from tinytorch.sandbox import procs
 
 PREFIX = "tinytorch-grade-"
 V1_SHARES = "1024"  # cpu.shares default: every slot the same
@@ -87,11 +88,7 @@ def _pids(group: Path) -> list[int]:
 
 def _kill_members(group: Path) -> int:
     """SIGKILL every process in `group`; how many there were."""
-    pids = _pids(group)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    return len(pids)
+    return procs.kill_pids(_pids(group))
 
 
 def _empty(group: Path, wait_s: float) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,8 @@ from typing import Any
 
 import psutil
 
-from tinytorch.milestone07.schema import SCHEMA_VERSION
+from tinytorch.render.json_doc import SCHEMA_VERSION
+from tinytorch.sandbox import procs
 
 WALL_TIMEOUT_S = 300.0  # per submission, the whole milestone run
 # Part A's --budget is the wall timeout less this: the first import (START_TIMEOUT_S), start-up,
@@ -108,16 +108,7 @@ def _rss_mb(procs: list[psutil.Process]) -> float:
 
 
 def _kill(proc: subprocess.Popen, known: dict[int, psutil.Process]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for p in list(known.values()):
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    proc.wait()
+    procs.kill_session(proc, list(known.values()))  # the one tree kill: tinytorch.sandbox.procs
     psutil.wait_procs(list(known.values()), timeout=2)
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinytorch.milestone07.impl import MODULE_FILE
+from tinytorch.sandbox.child.load import MODULE_FILE
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
 
@@ -126,7 +126,7 @@ def discover(
 def source_text(path: Path) -> str:
     """The Python source that is graded: the file, or a notebook's (or marked percent file's)
     exported cells, as the milestone reads them; the raw text if that fails."""
-    from tinytorch.milestone07.submission import SubmissionError, exported_source
+    from tinytorch.sandbox.child.exports import SubmissionError, exported_source
 
     try:
         return exported_source(path)

@@ -1,6 +1,6 @@
 """`tito bench`: the C++ kernels vs OpenBLAS and torch, per ISA, beside this machine's ceilings.
 
-Each ISA runs in its own child (`python -m tinytorch.extensions.benchmark`) with
+Each ISA runs in its own child (`python -m tinytorch.bench.native`) with
 TINYTORCH_SIMD_ISA set, so the C++ build for that path is the one loaded. For the AVX2 path on an
 AVX-512 CPU the child also gets OPENBLAS_CORETYPE=Haswell before NumPy loads, so OpenBLAS is held
 to its own AVX2 kernels (like for like); threadpoolctl then reports which kernels it picked.
@@ -22,23 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tinytorch.machine import cpu_flags
 from tinytorch.profiling.load import NOISY_LOAD
 
 ISAS = ("native", "avx2", "avx512", "scalar")
 CHILD_TIMEOUT_S = 3600
-
-
-def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
-        if line.startswith(("flags", "Features")):
-            return set(line.split(":", 1)[1].split())
-    return set()
 
 
 def plan(isa: str | None, flags: set[str], machine: str | None = None) -> list[str]:
@@ -66,7 +54,7 @@ def run_isa(isa: str, flags: set[str], quick: bool, rounds: int | None) -> dict[
     """One child for one ISA; its JSON report, with the OpenBLAS kernel check added."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "tinytorch.extensions.benchmark", "--out", str(out)]
+        cmd = [sys.executable, "-m", "tinytorch.bench.native", "--out", str(out)]
         cmd += ["--quick"] if quick else []
         cmd += ["--rounds", str(rounds)] if rounds else []
         env = child_env(isa, flags)
@@ -286,7 +274,7 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tinytorch.cli.info import environment
+    from tinytorch.profiling.environment import environment
 
     if args.rounds is not None and args.rounds < 1:
         print(f"tito bench: --rounds must be an int >= 1, got {args.rounds}", file=sys.stderr)

@@ -12,7 +12,8 @@ import argparse
 import ast
 import sys
 
-from tinytorch.cli.milestone import DEFAULT_BUDGET_S, positive_seconds
+from tinytorch.cli.milestone import DEFAULT_BUDGET_S
+from tinytorch.cli.validate import positive_seconds
 
 
 def parse_param(text: str) -> tuple[str, object]:
@@ -32,7 +33,7 @@ def _run(args: argparse.Namespace) -> int:
     # Imported here: nbclient/nbformat cost ~1 s, which every other tito command should not pay.
     from tinytorch.cli.milestone import missing_impl
     from tinytorch.grading.grade import ERROR, USAGE, UsageError, grade
-    from tinytorch.milestone07.resultfile import ResultFileError
+    from tinytorch.render.resultfile import ResultFileError
 
     why = missing_impl(args.impl) if args.impl else None
     if why:
@@ -63,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
         f"{result['verdict'] or 'NO VERDICT'}: {result['passed']}/{result['total']} cases, "
         f"run {result['status']}{where}, {result['seconds']:.1f} s, exit {code}"
     )
-    from tinytorch.milestone07.report import render_grade_lines
+    from tinytorch.render.terminal import render_grade_lines
 
     lines = render_grade_lines(result)  # root causes first, then cases and checks, then lessons
     if lines:

@@ -13,20 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tinytorch.cli.validate import positive
+
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
-
-
-def _positive(kind: type):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return value
-
-    return parse
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,14 +85,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("submissions", metavar="SUBMISSIONS", help="a folder, one entry per student")
     p.add_argument("--out", required=True, metavar="DIR", help="where results and reports go")
-    p.add_argument("--jobs", type=_positive(int), metavar="N", help="parallel students "
+    p.add_argument("--jobs", type=positive(int), metavar="N", help="parallel students "
                    "(default: the usable CPUs)")  # fmt: skip
     p.add_argument("--notebook", action="store_true", help="also grade .ipynb submissions")
     p.add_argument("--part-b", action="store_true", help="also run the Part B timings")
     p.add_argument("--force", action="store_true", help="regrade students already graded")
     p.add_argument("--points", metavar="FILE", help="points per case/check (TOML or JSON)")
-    p.add_argument("--timeout", type=_positive(float), metavar="S",
+    p.add_argument("--timeout", type=positive(float), metavar="S",
                    help="seconds per case (the milestone's --timeout, default 5)")  # fmt: skip
-    p.add_argument("--wall-timeout", type=_positive(float), default=300.0, metavar="S",
+    p.add_argument("--wall-timeout", type=positive(float), default=300.0, metavar="S",
                    help="seconds for one student's whole run before it is stopped (default 300)")  # fmt: skip
     p.set_defaults(func=run)

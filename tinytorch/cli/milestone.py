@@ -17,6 +17,8 @@ import os
 import sys
 from typing import TextIO
 
+from tinytorch.cli.validate import megabytes, positive_seconds
+
 MILESTONES = {
     "07": {
         "title": "Custom Kernels (2024)",
@@ -52,7 +54,7 @@ def missing_impl(impl: str) -> str | None:
 
     A dotted name imports its parent packages to look for the module, never the module itself.
     """
-    from tinytorch.milestone07.impl import is_path
+    from tinytorch.sandbox.child.load import is_path
 
     if is_path(impl) or impl.endswith(".ipynb"):
         return None if os.path.exists(impl) else f"--impl: no such file {impl!r}"
@@ -88,7 +90,7 @@ def run_milestone(
     after every student process is gone. A bug of the grader's own ends in verdict ERROR, exit 3,
     with the file written all the same.
     """
-    from tinytorch.milestone07.resultfile import ResultFile, ResultFileError
+    from tinytorch.render.resultfile import ResultFile, ResultFileError
 
     out = out or sys.stdout
     why = missing_impl(impl)
@@ -126,7 +128,7 @@ def run_milestone(
     code = exit_code(str(doc.get("verdict")))  # from the milestone document, before any
     # conversion to another format (e.g. PrairieLearn's), which only changes what the file holds
     if points is not None:  # PrairieLearn's external-grader results.json (issue 11)
-        from tinytorch.classroom.formats import prairielearn_results
+        from tinytorch.render.platforms import prairielearn_results
 
         doc = prairielearn_results(doc, points)
     if target is not None:
@@ -151,8 +153,11 @@ def _graded(
     out: TextIO,
     plots: str | None = None,
 ) -> dict:
-    from tinytorch.cli.info import environment
-    from tinytorch.milestone07 import render_part_a, render_part_b, run_part_a, run_part_b, to_json
+    from tinytorch.bench.part_b import run_part_b
+    from tinytorch.milestone07 import run_part_a
+    from tinytorch.profiling.environment import environment
+    from tinytorch.render.json_doc import to_json
+    from tinytorch.render.terminal import render_part_a, render_part_b
 
     try:  # a ValueError out of run_part_a is its argument checks: it catches its own bugs
         a = run_part_a(
@@ -196,8 +201,9 @@ def _error_document(
 ) -> dict:
     """The ERROR result for a grader bug outside run_part_a, built with as little as possible."""
     try:
-        from tinytorch.milestone07 import CASES, to_json
+        from tinytorch.milestone07 import CASES
         from tinytorch.milestone07.part_a import error_result
+        from tinytorch.render.json_doc import to_json
 
         a = error_result(impl, seed if seed is not None else -1, CASES, timeout, exc)
         a.grading = grading
@@ -205,26 +211,6 @@ def _error_document(
     except Exception as again:  # noqa: BLE001 (the schema code itself is what broke)
         error = f"internal grader error: {type(exc).__name__}: {exc} (then {again!r})"
         return {"schema_version": None, "milestone": "07", "verdict": "ERROR", "error": error}
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
-    return value
-
-
-def _megabytes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected whole megabytes, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 MB, got {text!r}")
-    return value
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -261,7 +247,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--memory-limit",
-        type=_megabytes,
+        type=megabytes,
         default=None,
         metavar="MB",
         help="address-space limit of the student's process, in MB",

@@ -17,6 +17,15 @@ if TYPE_CHECKING:
     from tinytorch.core.tensor import Tensor
 
 _grad_enabled = True
+# The Tensor class that apply wraps inputs and results in. Set once by tinytorch.core.tensor, which
+# imports this module (so this module never imports it: no import cycle).
+_tensor_class: Any = None
+
+
+def use_tensor_class(cls: type) -> None:
+    """Called by tinytorch.core.tensor at import: the class Function.apply builds."""
+    global _tensor_class
+    _tensor_class = cls
 
 
 def is_grad_enabled() -> bool:
@@ -83,8 +92,7 @@ class Function:
     @classmethod
     def apply(cls, *inputs: Any, **params: Any) -> Tensor:
         """Run forward on the inputs' data; record the node as `_grad_fn` when one requires grad."""
-        from tinytorch.core.tensor import Tensor
-
+        Tensor = _tensor_class
         tensors = tuple(x if x is None or isinstance(x, Tensor) else Tensor(x) for x in inputs)
         fn = cls(*tensors, **params)
         # Set again: a subclass's own __init__ may not pass them on to Function.__init__.

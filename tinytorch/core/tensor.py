@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tinytorch.core import ops
-from tinytorch.core.autograd import Function, backward_pass
+from tinytorch.core.autograd import Function, backward_pass, use_tensor_class
 
 ArrayLike = Any  # anything np.asarray turns into a real-valued array
 
@@ -255,3 +255,6 @@ class Tensor:
 
     def relu(self) -> Tensor:
         return ops.ReLU.apply(self)
+
+
+use_tensor_class(Tensor)  # Function.apply builds Tensors of this class

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinytorch.grading.record import CASES_MIME, CHECKS_MIME, VERDICT_MIME
+from tinytorch.render.notebook_record import CASES_MIME, CHECKS_MIME, VERDICT_MIME
 
 
 def _outputs(nb: Any):

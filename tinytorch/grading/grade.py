@@ -11,8 +11,8 @@ import nbformat
 
 from tinytorch.grading.collect import collect
 from tinytorch.grading.execute import PARAMETERS_TAG, execute, inject_parameters
-from tinytorch.milestone07.impl import is_path
-from tinytorch.milestone07.resultfile import ResultFileError, claim_all
+from tinytorch.render.resultfile import ResultFileError, claim_all
+from tinytorch.sandbox.child.load import is_path
 
 SCHEMA_VERSION = 2  # 2: grading, seed, hidden_cases, isolation, warnings; verdict ERROR (exit 6)
 NOTEBOOK_NAME = Path("notebooks") / "07_custom_kernels.ipynb"
@@ -145,7 +145,7 @@ def _run(
             "(its parameters cell takes no GRADING)"
         )
 
-    from tinytorch.cli.info import environment
+    from tinytorch.profiling.environment import environment
 
     result = {
         "schema_version": SCHEMA_VERSION,

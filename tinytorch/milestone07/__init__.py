@@ -1,11 +1,14 @@
-"""Milestone 07, Custom Kernels, as a library: the registry, the gate, the timings and the reports.
+"""Milestone 07, Custom Kernels, as a library: the case registry, the gate and its results.
 
-Data flows one way: cases (registry) -> part_a / part_b (results) -> report / schema (renderers).
-The CLI (`tito milestone run 07`), the notebook and the headless grader all call these functions.
+Data flows one way: cases (registry) -> part_a (results) -> tinytorch.render (terminal, JSON,
+platforms). Part B's timings live in tinytorch.bench. The CLI (`tito milestone run 07`), the
+notebook and the headless grader all call these functions. Nothing here imports the renderers or
+the benchmarks: they import this.
 """
 
 from tinytorch.milestone07.cases import (
     CASES,
+    DEFAULT_IMPL,
     FUNCTIONS,
     GROUP_INTRO,
     GROUPS,
@@ -14,10 +17,7 @@ from tinytorch.milestone07.cases import (
     select_cases,
 )
 from tinytorch.milestone07.compare import Comparison, compare
-from tinytorch.milestone07.impl import DEFAULT_IMPL
 from tinytorch.milestone07.part_a import check_matmul_grid, run_part_a
-from tinytorch.milestone07.part_b import run_part_b
-from tinytorch.milestone07.report import render_part_a, render_part_b
 from tinytorch.milestone07.results import (
     BenchRow,
     CaseResult,
@@ -25,7 +25,6 @@ from tinytorch.milestone07.results import (
     PartAResult,
     PartBResult,
 )
-from tinytorch.milestone07.schema import SCHEMA, SCHEMA_VERSION, to_json, validate
 
 __all__ = [
     "CASES",
@@ -34,8 +33,6 @@ __all__ = [
     "GROUPS",
     "GROUP_INTRO",
     "LESSONS",
-    "SCHEMA",
-    "SCHEMA_VERSION",
     "BenchRow",
     "Case",
     "CaseResult",
@@ -45,11 +42,6 @@ __all__ = [
     "PartBResult",
     "check_matmul_grid",
     "compare",
-    "render_part_a",
-    "render_part_b",
     "run_part_a",
-    "run_part_b",
     "select_cases",
-    "to_json",
-    "validate",
 ]

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.milestone07.calls import StudentCalls
+from tinytorch.milestone07.calls import StudentCalls, broken_check
 from tinytorch.milestone07.cases import CONV_FUNCTION
-from tinytorch.milestone07.compare import compare
+from tinytorch.milestone07.compare import all_within, compare, within
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_conv2d_grads
 from tinytorch.milestone07.results import CheckResult
 
@@ -139,10 +139,10 @@ def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> Che
         detail = f"{where}: returned a {reply.get('type')}, expected a Tensor"
         return CheckResult(NAME, "fail", detail, LESSONS["graph"], [FN])
     # A hang, a crash, a broken channel, or a call skipped after them: the same statuses and
-    # lessons as every deeper check's (imported here: checks imports this module).
-    from tinytorch.milestone07.checks import _broken
-
-    broken = _broken(NAME, FN, reply, "")  # blamed on the convolution, as every backward failure
+    # lessons as every deeper check's.
+    broken = broken_check(
+        NAME, FN, reply, ""
+    )  # blamed on the convolution, as every backward failure
     broken.detail = f"{where}: {broken.detail}"
     return broken
 
@@ -170,7 +170,7 @@ def _diagnosis(key: str, got: np.ndarray, ref: np.ndarray, cover: np.ndarray | N
     """A short guess at the bug, from how the wrong gradient relates to the right one."""
     if got.shape != ref.shape:
         return ""
-    close = np.isclose(got, ref, rtol=GRAD_TOL[0], atol=GRAD_TOL[1])
+    close = within(got, ref, rtol=GRAD_TOL[0], atol=GRAD_TOL[1])
     if cover is not None and close[cover <= 1].all() and not close[cover > 1].all():
         return (
             " (right where one window covers a pixel, wrong where windows overlap: the "
@@ -179,11 +179,11 @@ def _diagnosis(key: str, got: np.ndarray, ref: np.ndarray, cover: np.ndarray | N
     scale = float(np.vdot(got.astype(np.float64).ravel(), ref.ravel())) / max(
         float(np.vdot(ref.ravel(), ref.ravel())), 1e-30
     )
-    if abs(scale - 1.0) > 1e-3 and np.allclose(got, scale * ref, rtol=1e-3, atol=1e-4):
+    if abs(scale - 1.0) > 1e-3 and all_within(got, scale * ref, rtol=1e-3, atol=1e-4):
         return f" (it is {scale:.3g} times the right one)"
     if key == "weight":
         o = ref.shape[0]
         flipped = ref.reshape(o, -1).T.reshape(-1)  # (C*kh*kw, O) read as if it were (O, ...)
-        if np.allclose(got.reshape(-1), flipped, rtol=1e-3, atol=1e-4):
+        if all_within(got.reshape(-1), flipped, rtol=1e-3, atol=1e-4):
             return " (it is cols.T @ g2, transposed: (C*kh*kw, O) reshaped as (O, C, kh, kw))"
     return ""

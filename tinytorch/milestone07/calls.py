@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.milestone07.diagnose import failure_lesson
+from tinytorch.milestone07.results import CheckResult
+from tinytorch.sandbox.parent import Sandbox
 
 ARG_NAMES = {
     "tiled_matmul": ("a", "b"),
@@ -162,3 +164,15 @@ def failure_text(reply: dict[str, Any]) -> tuple[str, str]:
     if status == "unloadable":
         return "error", f"the module could not be loaded: {reply['error']}"
     return "error", reply.get("error", status)
+
+
+def broken_check(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
+    """A deeper check whose own call did not answer (a hang, a crash, a broken channel, a call
+    skipped after them): the same statuses and lessons for every check."""
+    if reply.get("skipped"):  # the function kept hanging or crashing: this check never ran
+        return CheckResult(name, "not_run", f"{fn}: {reply['error']}", "", [fn])
+    status, detail = failure_text(reply)
+    status = "fail" if status == "error" and reply["status"] == "not_tensor" else status
+    lesson = failure_lesson(reply, lesson)  # a hang or a non-Tensor has its own lesson
+    # its own call broke: that names no cause for the wrong answers of the function's cases
+    return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn], names_cause=False)

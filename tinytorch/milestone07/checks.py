@@ -6,12 +6,11 @@ import math
 
 import numpy as np
 
-from tinytorch.milestone07.audit import block_dims, block_work
 from tinytorch.milestone07.backward import backward_check
-from tinytorch.milestone07.calls import StudentCalls, failure_text
+from tinytorch.milestone07.calls import StudentCalls, broken_check
 from tinytorch.milestone07.cases import CONV_FUNCTION, GEMM_TOL
 from tinytorch.milestone07.compare import compare
-from tinytorch.milestone07.diagnose import failure_lesson, im2col_bug
+from tinytorch.milestone07.diagnose import im2col_bug
 from tinytorch.milestone07.evidence import im2col_evidence
 from tinytorch.milestone07.references import (
     out_size,
@@ -21,6 +20,7 @@ from tinytorch.milestone07.references import (
     ref_matmul,
 )
 from tinytorch.milestone07.results import CheckResult
+from tinytorch.sandbox.child.audit import block_dims, block_work
 
 AUDIT_PROBLEMS = ((150, 130, 140, 64), (40, 35, 30, 16), (20, 17, 19, 7))  # (M, K, N, tile)
 _AUDIT_STREAM = 0x41554454  # "AUDT": grading mode's audit shapes, apart from the data and cases
@@ -33,16 +33,6 @@ EXTREMES = np.array(
 EXACT = (1e-6, 1e-6)  # (rtol, atol): a gather/scatter of float32 values is exact up to one add
 
 
-def _broken(name: str, fn: str, reply: dict, lesson: str) -> CheckResult:
-    if reply.get("skipped"):  # the function kept hanging or crashing: this check never ran
-        return CheckResult(name, "not_run", f"{fn}: {reply['error']}", "", [fn])
-    status, detail = failure_text(reply)
-    status = "fail" if status == "error" and reply["status"] == "not_tensor" else status
-    lesson = failure_lesson(reply, lesson)  # a hang or a non-Tensor has its own lesson
-    # its own call broke: that names no cause for the wrong answers of the function's cases
-    return CheckResult(name, status, f"{fn}: {detail}", lesson, [fn], names_cause=False)
-
-
 TAMPERED_LESSON = (
     "Leave the grader's audit alone: it records the block products your kernel performs; "
     "clearing, replacing or faking its records is a failure, not a faster kernel."
@@ -50,7 +40,7 @@ TAMPERED_LESSON = (
 
 
 def tampered(reply: dict) -> str | None:
-    """What a reply says was tampered with (K1: the child verifies the audit before replying)."""
+    """What a reply says was tampered with (the child verifies the audit before replying)."""
     flag = reply.get("tampered") or (reply.get("error") if reply["status"] == "tampered" else None)
     if not flag:
         return None
@@ -142,7 +132,7 @@ def tiling_audit(
             detail = f"{fn}: the grader's audit was tampered with: {tampered(reply)} ({where})"
             return CheckResult(name, "fail", detail, TAMPERED_LESSON, [fn])
         if reply["status"] != "ok":
-            return _broken(name, fn, reply, lesson)
+            return broken_check(name, fn, reply, lesson)
         got = compare(reply["output"], ref_matmul(a, b), rtol=GEMM_TOL[0], atol=GEMM_TOL[1])
         if not got.ok:
             wrong.append(f"{where}: {got.detail}")
@@ -232,7 +222,7 @@ def im2col_layout(calls: StudentCalls, seed: int, grading: bool = False) -> Chec
         x = rng.standard_normal(x_shape).astype(np.float32)
         reply = calls.call(fn, [x, k], {"stride": s, "padding": p}, label=f"layout {x_shape}")
         if reply["status"] != "ok":
-            return _broken(name, fn, reply, lesson)
+            return broken_check(name, fn, reply, lesson)
         ref = ref_im2col(x, k, s, p)
         out = reply["output"]
         got = compare(out, ref, rtol=EXACT[0], atol=EXACT[1])
@@ -275,7 +265,7 @@ def col2im_coverage(calls: StudentCalls, seed: int, grading: bool = False) -> Ch
         ones = np.ones((rows, c * k * k), dtype=np.float32)
         reply = calls.call(fn, [ones, x_shape, k], {"stride": s, "padding": p}, label="coverage")
         if reply["status"] != "ok":
-            return _broken(name, fn, reply, lesson)
+            return broken_check(name, fn, reply, lesson)
         ref = ref_col2im(ones, x_shape, k, s, p)
         got = compare(reply["output"], ref, rtol=EXACT[0], atol=EXACT[1])
         if not got.ok:
@@ -292,7 +282,7 @@ def gelu_extremes(calls: StudentCalls, seed: int, grading: bool = False) -> Chec
     lesson = LESSONS["gelu_range"]
     reply = calls.call(fn, [EXTREMES.copy()], {}, label="extremes")
     if reply["status"] != "ok":
-        return _broken(name, fn, reply, lesson)
+        return broken_check(name, fn, reply, lesson)
     got = compare(
         reply["output"], ref_gelu(EXTREMES), rtol=ELEMENTWISE_TOL[0], atol=ELEMENTWISE_TOL[1]
     )

@@ -25,6 +25,19 @@ def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
     return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
 
 
+def within(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float) -> np.ndarray:
+    """The one tolerance rule, elementwise: |actual - expected| <= atol + rtol * |expected|."""
+    expected = np.asarray(expected, dtype=np.float64)
+    return np.abs(np.asarray(actual, dtype=np.float64) - expected) <= atol + rtol * np.abs(expected)
+
+
+def all_within(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float) -> bool:
+    """Same shape, and every element `within` the tolerance (a quick yes/no for diagnoses)."""
+    if np.shape(actual) != np.shape(expected):
+        return False
+    return bool(within(actual, expected, rtol=rtol, atol=atol).all())
+
+
 def compare(
     actual: np.ndarray,
     expected: np.ndarray,
@@ -60,13 +73,14 @@ def compare(
         )
     if actual.size == 0:
         return Comparison(True, "", 0.0, None, "empty output, shapes agree")
+    ok = within(a64, expected, rtol=rtol, atol=atol)
     err = np.abs(a64 - expected)
-    excess = err - (atol + rtol * np.abs(expected))
     max_error = float(err.max())
-    if (excess > 0).any():
+    if not ok.all():
+        excess = err - (atol + rtol * np.abs(expected))  # the worst offender has the most
         worst = int(np.argmax(excess))
         where = _index(worst, actual.shape)
-        n_bad = int((excess > 0).sum())
+        n_bad = int((~ok).sum())
         return Comparison(
             False,
             "tolerance",

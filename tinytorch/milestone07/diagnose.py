@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tinytorch.milestone07.cases import HIDDEN_GROUPS, LESSONS, Case
+from tinytorch.milestone07.compare import all_within, within
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_im2col
 
 # Lessons of failures that are not a wrong answer: the kernel never gave one.
@@ -166,9 +167,7 @@ def im2col_bug(
 
 
 def _close(out: np.ndarray, guess: np.ndarray, case: Case) -> bool:
-    if out.shape != guess.shape:
-        return False
-    return bool(np.all(np.abs(out - guess) <= case.atol + case.rtol * np.abs(guess)))
+    return all_within(out, guess, rtol=case.rtol, atol=case.atol)
 
 
 def _matmul(case: Case, args: list[Any], out: np.ndarray, ref: np.ndarray) -> str:
@@ -178,7 +177,7 @@ def _matmul(case: Case, args: list[Any], out: np.ndarray, ref: np.ndarray) -> st
     n = b.shape[1]
     if out.shape != ref.shape:
         return f"Return C with shape (M, N) = ({m}, {n})."
-    bad = np.abs(out - ref) > case.atol + case.rtol * np.abs(ref)
+    bad = ~within(out, ref, rtol=case.rtol, atol=case.atol)
     hints = []
     if m > t and m % t and bad[m - m % t :].all() and not bad[: m - m % t].any():
         hints.append("the rows of the ragged last tile on M are wrong")  # which: see the drawing
@@ -272,7 +271,7 @@ def _col2im(
         return f"col2im returns the input's shape x_shape = {tuple(x_shape)}. " + case.lesson
     rows = args[0].shape[0]
     cover = ref_col2im(np.ones((rows, c * k * k)), x_shape, k, s, p)
-    bad = np.abs(out - ref) > case.atol + case.rtol * np.abs(ref)
+    bad = ~within(out, ref, rtol=case.rtol, atol=case.atol)
     c_k_k = args[0].reshape(rows, k, k, c).transpose(0, 3, 1, 2).reshape(rows, c * k * k)
     if _close(out, ref_col2im(c_k_k, x_shape, k, s, p), case):
         return (

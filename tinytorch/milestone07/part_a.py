@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import os
 import secrets
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from tinytorch.milestone07.boundary import open_sandbox
 from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.cases import (
     CONV_FUNCTION,
+    DEFAULT_IMPL,
     FUNCTIONS,
     GEMM_TOL,
     LESSONS,
@@ -27,10 +27,11 @@ from tinytorch.milestone07.checks import audit_call, audit_inputs, run_checks
 from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.diagnose import failure_lesson, lesson_for
 from tinytorch.milestone07.evidence import case_evidence
-from tinytorch.milestone07.impl import DEFAULT_IMPL, describe
+from tinytorch.milestone07.own_work import own_work_check, reference_use
 from tinytorch.milestone07.references import make_call, reference
 from tinytorch.milestone07.results import CaseResult, CheckResult, PartAResult
-from tinytorch.milestone07.sandbox import Sandbox
+from tinytorch.sandbox.child.load import describe
+from tinytorch.sandbox.parent import Sandbox
 
 TODO = {
     "tiled_matmul": "tiled_matmul(a, b, tile_size=64): a blocked C = A @ B covering ragged tiles",
@@ -119,39 +120,6 @@ def _all_cases(
     ]
 
 
-REFERENCE_USE = "uses the bundled reference solution"
-REFERENCE_MODULES = ("tinytorch.perf.acceleration", "tinytorch.milestone07.references")
-
-
-def reference_use(info: dict[str, Any]) -> str | None:
-    """Why the loaded module is the bundled reference (K1 load info), or None: its own work.
-
-    Missing "origins"/"imports_reference" keys (a sandbox that does not report them) count as
-    the student's own.
-    """
-    origins = info.get("origins") or {}
-    borrowed = sorted(f for f in FUNCTIONS if origins.get(f) == "reference")
-    why = []
-    if borrowed:
-        why.append(f"{', '.join(borrowed)} {'is' if len(borrowed) == 1 else 'are'} its own objects")
-    if info.get("imports_reference"):
-        why.append(f"the module imports {' or '.join(REFERENCE_MODULES)}")
-    if info.get("copies_reference"):
-        why.append(f"it runs a copy of the reference's {', '.join(info['copies_reference'])}")
-    return f"{REFERENCE_USE}: {'; '.join(why)}" if why else None
-
-
-def own_work_check(info: dict[str, Any]) -> CheckResult:
-    """Grading mode's check that the graded functions are not the bundled reference's."""
-    why = reference_use(info)
-    if why:
-        lesson = "Grade your own Module 17: write the five functions in your file."
-        return CheckResult("own work", "fail", why, lesson, [])
-    if "origins" not in info:
-        return CheckResult("own work", "pass", "origins not reported by this sandbox", "", [])
-    return CheckResult("own work", "pass", "no graded function is the bundled reference's", "", [])
-
-
 class BudgetedCalls:
     """StudentCalls under a wall-clock budget for the whole run: past it every call is a timeout.
 
@@ -207,19 +175,6 @@ def resolve_seed(seed: int | None, grading: bool) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"run_part_a: seed must be an int >= 0 or None, got {seed!r}")
     return seed
-
-
-def open_sandbox(impl: str, *, grading: bool, memory_limit: int | None) -> Sandbox:
-    """A Sandbox in the given mode, with the memory limit (MB) where the Sandbox takes limits."""
-    accepts = inspect.signature(Sandbox).parameters
-    if "grading" not in accepts:  # a Sandbox before K1's grading/limits: run it as it is
-        return Sandbox(impl)
-    limits = None
-    if memory_limit is not None:  # K1's limits (contain.ChildLimits): only the address space
-        from tinytorch.milestone07 import contain
-
-        limits = dataclasses.replace(contain.ChildLimits(), memory_bytes=int(memory_limit) << 20)
-    return Sandbox(impl, grading=grading, limits=limits)
 
 
 def run_part_a(
@@ -470,22 +425,34 @@ def check_matmul_grid(
 ) -> list[CaseResult]:
     """tiled_matmul on each (M, K, N) x tile_size, shape-major, in one child (the notebook heatmap)."""
     grid = grid_cases(shapes, tile_sizes)
-    with Sandbox(impl) as box:
+    with open_sandbox(impl) as box:
         info = box.start()
         if info.get("status") != "ok" or info["functions"].get("tiled_matmul") != "ok":
             why = info.get("error") or "tiled_matmul is missing"
             return _all_cases(grid, "incomplete", why)
         calls = StudentCalls(box, timeout)
-        out = []
-        for case in grid:
-            _fn, args, kwargs = make_call(case, seed)
-            out.append(
-                grade_case(
-                    case,
-                    calls.call("tiled_matmul", args, kwargs, label=case.name),
-                    args,
-                    kwargs,
-                    evidence=False,  # the heatmap reads only status and max_error
-                )
-            )
-        return out
+
+        def call(case: Case, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+            return calls.call("tiled_matmul", args, kwargs, label=case.name)
+
+        return grade_grid(call, shapes, tile_sizes, seed=seed)
+
+
+GridCall = Callable[[Case, list[Any], dict[str, Any]], dict[str, Any]]  # -> a sandbox-style reply
+
+
+def grade_grid(
+    call: GridCall,
+    shapes: Sequence[tuple[int, int, int]],
+    tile_sizes: Sequence[int],
+    *,
+    seed: int = 0,
+) -> list[CaseResult]:
+    """Grade tiled_matmul on each (M, K, N) x tile_size case, shape-major, through `call` (the
+    sandbox for a student's kernel; in-process for our own example bugs)."""
+    out = []
+    for case in grid_cases(shapes, tile_sizes):
+        _fn, args, kwargs = make_call(case, seed)
+        reply = call(case, args, kwargs)
+        out.append(grade_case(case, reply, args, kwargs, evidence=False))  # status + error only
+    return out

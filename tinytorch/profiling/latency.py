@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tinytorch.profiling.timing import _count, per_call
+from tinytorch.profiling.timing import checked_count, per_call
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ def measure_latency(
     """Call fn(*args, **kwargs) `warmup` times untimed, then `repeats` times timed."""
     if not callable(fn):
         raise TypeError(f"measure_latency: fn must be callable, got {type(fn).__name__}")
-    warmup = _count(warmup, "measure_latency: warmup", 0)
-    repeats = _count(repeats, "measure_latency: repeats", 1)
+    warmup = checked_count(warmup, "measure_latency: warmup", 0)
+    repeats = checked_count(repeats, "measure_latency: repeats", 1)
     timing = per_call(
         lambda: fn(*args, **kwargs),
         warmup=warmup,

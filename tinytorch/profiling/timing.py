@@ -93,7 +93,7 @@ def paired_speedup(fast: Timing, base: Timing, *, work_ratio: float = 1.0) -> fl
     return statistics.median(ratios) if ratios else None
 
 
-def _count(value: object, name: str, low: int) -> int:
+def checked_count(value: object, name: str, low: int) -> int:
     # Integral, not int: counts computed with NumPy arrive as np.int64.
     if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
@@ -122,10 +122,10 @@ def per_call(
     """
     if not callable(fn):
         raise TypeError(f"per_call: fn must be callable, got {type(fn).__name__}")
-    warmup = _count(warmup, "per_call: warmup", 0)
-    min_calls = _count(min_calls, "per_call: min_calls", 1)
+    warmup = checked_count(warmup, "per_call: warmup", 0)
+    min_calls = checked_count(min_calls, "per_call: min_calls", 1)
     if max_calls is not None:
-        max_calls = max(_count(max_calls, "per_call: max_calls", 1), 1)
+        max_calls = max(checked_count(max_calls, "per_call: max_calls", 1), 1)
     samples: list[float] = []
     for i in range(warmup):
         if before:
@@ -171,7 +171,7 @@ def interleaved(
     so the thread pool it leaves spinning (OpenBLAS ~0.2 s, libgomp ~7 ms) is idle before the
     next backend starts.
     """
-    rounds = _count(rounds, "interleaved: rounds", 1)
+    rounds = checked_count(rounds, "interleaved: rounds", 1)
     names = list(fns)
     samples: dict[str, list[float]] = {n: [] for n in names}
     pause = dict(settle or {})
@@ -196,7 +196,7 @@ def interleaved_calls(
     """`interleaved` rounds of single calls: `warmup` untimed calls of each fn first, then each
     round times one call of each (per_call's clock), so sample r of every fn shares round r's load.
     """
-    warmup = _count(warmup, "interleaved_calls: warmup", 0)
+    warmup = checked_count(warmup, "interleaved_calls: warmup", 0)
     for fn in fns.values():
         for _ in range(warmup):
             fn()

@@ -1,7 +1,7 @@
 """Part B timings, drawn: GFLOP/s and GB/s bars per backend, and a roofline under the ceilings.
 
 Figures come from the rows only: each row carries its flops and bytes as numbers and its flags
-(see milestone07.part_b). Ceilings are tinytorch.profiling's, measured once, by Part B. Rows that
+(see tinytorch.bench.part_b). Ceilings are tinytorch.profiling's, measured once, by Part B. Rows that
 are "incorrect" or "not_credible" are never drawn, only listed; "noisy" bars are hatched and
 labelled "noisy: rerun", and so is any baseline below a student on the same problem (bars and
 roofline points alike: roofline_points takes throughput_table's mask).

@@ -66,25 +66,27 @@ def tile_throughput(
     `seed` is taken for the widget's Timer interface: the inputs are Part B's, seeded there.
     """
     from tinytorch import profiling
-    from tinytorch.milestone07 import part_b
-    from tinytorch.milestone07.bench_tasks import TASKS
+    from tinytorch.bench import part_b
+    from tinytorch.bench.tasks import TASKS
 
     problem = profiling.gemm(size)
     rows, errors = [], []
-    box = part_b._open(impl, {})
+    box = part_b.open_box(impl, {})
     try:
         info = box.info or {}
         ready = info.get("status") == "ok" and info["functions"].get("tiled_matmul") == "ok"
         if not ready:
             errors.append(str(info.get("error") or "tiled_matmul is missing"))
         for t in tiles if ready else ():
-            reply = part_b._task(box, "student_gemm", timeout, n=size, repeats=repeats, tile_size=t)
-            rows.append(part_b._row(problem, f"student tile {t}", reply))
+            reply = part_b.run_task(
+                box, "student_gemm", timeout, n=size, repeats=repeats, tile_size=t
+            )
+            rows.append(part_b.bench_row(problem, f"student tile {t}", reply))
             if rows[-1].status != "ok":
                 errors.append(f"tile {t}: {rows[-1].status}: {rows[-1].detail}")
     finally:
         box.close()
-    numpy = part_b._row(
+    numpy = part_b.bench_row(
         problem, "numpy", {"status": "ok", "value": TASKS["numpy_gemm"](None, n=size, repeats=5)}
     )
     warnings = part_b.flag_rows([*rows, numpy], None, ())

@@ -1,6 +1,6 @@
 """The native-kernel benchmark behind `tito bench`, run in a child per ISA (see cli/bench.py).
 
-`python -m tinytorch.extensions.benchmark --out PATH [--quick] [--rounds N]` measures, in this
+`python -m tinytorch.bench.native --out PATH [--quick] [--rounds N]` measures, in this
 process, with the ISA that TINYTORCH_SIMD_ISA selected (the parent sets it, and for the AVX2 path
 on an AVX-512 CPU also OPENBLAS_CORETYPE=Haswell, before NumPy loads):
   - the machine's ceilings (tinytorch.profiling.measure_ceilings: FMA peak, copy bandwidth);
@@ -33,11 +33,12 @@ from typing import Any
 import numpy as np
 
 from tinytorch import profiling
+from tinytorch.bench.torch_worker import TorchWorker  # torch in a sandbox child
+from tinytorch.extensions import simd
+from tinytorch.machine import blas_libraries
+from tinytorch.milestone07.compare import compare
 from tinytorch.profiling import LoadMeter, interleaved, paired_speedup, per_call
 from tinytorch.profiling.ceilings import FMA_ITERS
-
-from . import simd
-from .torch_worker import TorchWorker  # torch in a sandbox child
 
 GEMM_SIZES = (256, 512, 1024, 2048)
 GELU_SHAPES = ((512, 1024), (4096, 4096))
@@ -74,18 +75,18 @@ def _numpy_threads(n: int) -> Any:
 
 def blas_info() -> list[dict[str, Any]]:
     """Which BLAS NumPy loaded and which kernels it picked (threadpoolctl's "architecture")."""
-    from threadpoolctl import threadpool_info
-
     keys = ("internal_api", "version", "architecture", "num_threads", "filepath")
     return [
-        {k: lib.get(k) for k in keys} for lib in threadpool_info() if lib.get("user_api") == "blas"
+        {k: lib.get(k) for k in keys} for lib in blas_libraries() if lib.get("user_api") == "blas"
     ]
 
 
 def check(name: str, got: np.ndarray, ref: np.ndarray, atol: float) -> dict[str, Any]:
-    """A correctness record: the max abs error of `got` against the float64 `ref`, and ok."""
-    err = float(np.abs(got.astype(np.float64) - ref).max(initial=0.0))
-    return {"check": name, "max_abs_err": err, "atol": atol, "ok": bool(err <= atol)}
+    """A correctness record: the max abs error of `got` against the float64 `ref`, and ok (the one
+    comparison helper, with an absolute tolerance only)."""
+    got_ = compare(got, ref, rtol=0.0, atol=atol, dtype=None)
+    err = got_.max_error if got_.max_error is not None else math.inf
+    return {"check": name, "max_abs_err": err, "atol": atol, "ok": got_.ok}
 
 
 def _timed(

@@ -5,7 +5,7 @@ C++ kernels link, two OpenMP runtimes share two cores, and their idle spinning t
 from each other. The benchmark keeps torch out of its own process and asks this worker, one timed
 call at a time, so torch and the C++ kernels are still interleaved in time.
 
-`TorchWorker` starts a `tinytorch.milestone07.sandbox.Sandbox` without student code and sends it
+`TorchWorker` starts a `tinytorch.sandbox.parent.Sandbox` without student code and sends it
 task requests (the data-only wire format, with a timeout on every reply) that run `task` here:
   {"op": "gemm", "n": 512, "threads": 2}               -> {"seconds": ...}
   {"op": "bias_gelu", "rows": 512, "cols": 1024, "threads": 2, "inplace": true}
@@ -18,19 +18,17 @@ benchmark's LoadMeter counts what the worker used as its own work, not as other 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import time
 from typing import Any
 
-TASK = "tinytorch.extensions.torch_worker:task"
+TASK = "tinytorch.bench.torch_worker:task"
 REQUEST_TIMEOUT_S = 600.0  # one timed request, however large
 
 from tinytorch import profiling
+from tinytorch.extensions.probe import TORCH_MISSING, torch_installed
 from tinytorch.profiling import per_call
-
-from . import TORCH_MISSING
 
 
 def handle(req: dict[str, Any], torch: Any, tensors: Any) -> dict[str, Any]:
@@ -117,10 +115,10 @@ class TorchWorker:
         self.reason = ""
         self.version = ""
         self.timeout = timeout
-        if importlib.util.find_spec("torch") is None:
+        if not torch_installed():
             self.reason = TORCH_MISSING
             return
-        from tinytorch.milestone07.sandbox import Sandbox
+        from tinytorch.sandbox.parent import Sandbox
 
         self.box = Sandbox(None)
         info = self.ask({"op": "info"})
@@ -164,7 +162,7 @@ class TorchWorker:
 
 
 def main() -> int:
-    """`python -m tinytorch.extensions.torch_worker`: start a worker, print its info as JSON."""
+    """`python -m tinytorch.bench.torch_worker`: start a worker, print its info as JSON."""
     worker = TorchWorker()
     try:
         print(json.dumps(worker.ask({"op": "info"}) or {"error": worker.reason}))

@@ -1,9 +1,9 @@
 """Run untrusted student code in a contained child process; whatever it does becomes a result.
 
 The parent starts a fresh interpreter (inside new pid/net namespaces where the kernel allows,
-see contain.py) that sets its limits, drops to an unprivileged uid when the grader is root,
+see confine.py) that sets its limits, drops to an unprivileged uid when the grader is root,
 moves into a private folder holding a copy of the submission and only then imports the student's
-module. Requests and replies travel over two pipes in the data-only format of wire.py (JSON
+module. Requests and replies travel over two pipes in the data-only format of protocol.py (JSON
 headers + raw arrays, nothing unpickled); every reply echoes its request id and is checked
 against a schema and size caps derived from the request before its arrays are read. No answer in
 time is a timeout, end-of-file a crash, anything malformed "protocol"; in each case the child and
@@ -11,7 +11,10 @@ everything it started are killed and reaped, and the next request starts a fresh
 The child's stdout and stderr go to /dev/null. Not multiprocessing: its spawn start re-runs the
 parent's __main__ script in the child, which breaks for stdin, notebooks and grader scripts.
 
-The child's side is child.py; the request/reply contract is K1 (call, grad, task; statuses below).
+The child's side is `tinytorch.sandbox.child` (its entry: child/main.py); the request/reply
+contract is in this file (call, grad, task; the statuses below). The sandbox knows nothing of a
+milestone: what it must know of the graded module (the names to look for, the reference to keep
+out while grading, a registry of our own tasks) comes in a `Graded`.
 """
 
 from __future__ import annotations
@@ -27,16 +30,17 @@ import struct
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tinytorch.milestone07 import contain, wire
-from tinytorch.milestone07.child import REFERENCE_MODULES, TEXT_CAP
-from tinytorch.milestone07.contain import ChildLimits
-from tinytorch.milestone07.fingerprint import reference_fingerprints
+from tinytorch.sandbox import procs, spawn, uids
+from tinytorch.sandbox.child import protocol
+from tinytorch.sandbox.child.confine import ChildLimits
+from tinytorch.sandbox.child.main import TEXT_CAP
 
 START_TIMEOUT_S = 60.0  # importing numpy + the student's module in a fresh interpreter
 # What a child may answer, and the keys each status needs (its consumers read them). The parent's
@@ -48,12 +52,35 @@ LOAD_REPLIES = {"ok": ("functions",), "not_found": ("error",), "import_error": (
 TASK_REPLIES = {"ok": ("value",), "raised": ("error",)}
 PARENT_STATUSES = frozenset({"timeout", "crash", "protocol", "unloadable"})
 MAX_SLICES = 20000
-_HERE = Path(__file__).resolve().parent  # tinytorch/milestone07
+_HERE = Path(__file__).resolve().parent  # tinytorch/sandbox
+
+
+@dataclass(frozen=True)
+class Graded:
+    """What a sandbox is told about the module it loads: the milestone's only facts in here.
+
+    names: the attributes the load reports on ("functions": ok, missing, not callable); classes:
+    those that must be classes with an `apply`, whose methods count as graded places.
+    reference: the bundled reference's modules: refused (with `blocked`) while grading, their files
+    read as empty, their use reported. fingerprints: computes {code fingerprint: place} of the
+    reference's solution code, sent to a grading child. tasks: "module:attribute" of a registry
+    {name: fn(module, **kwargs)} of our own task code, copied in the child before the import.
+    """
+
+    names: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+    reference: tuple[str, ...] = ()
+    blocked: tuple[str, ...] = ()
+    fingerprints: Callable[[], dict[str, str]] | None = None
+    tasks: str | None = None
+
+
 F32 = np.dtype(np.float32)  # what Tensor() makes of any input
 
 # The child's entry: when it is pid 1 of a new pid namespace, fork and stay behind as a minimal
-# init (reaps orphans; its exit tears the namespace down). Then load this module WITHOUT running
-# tinytorch/milestone07/__init__.py (which imports the grader and the float64 references).
+# init (reaps orphans; its exit tears the namespace down). Then run the child's entry: the
+# packages on its way (tinytorch, tinytorch.sandbox, tinytorch.sandbox.child) import nothing of
+# the grader, so the child loads only what lives in sandbox/child/ and core/.
 _BOOT = """
 import json, os, sys
 cfg = json.loads(sys.argv[1])
@@ -68,11 +95,7 @@ if os.getpid() == 1:
                 os._exit(0)
             if pid == main:
                 os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-import types, tinytorch
-pkg = types.ModuleType("tinytorch.milestone07")
-pkg.__path__ = [cfg["pkg"]]
-sys.modules["tinytorch.milestone07"] = pkg
-from tinytorch.milestone07.child import worker_main
+from tinytorch.sandbox.child.main import worker_main
 worker_main(cfg)
 """
 
@@ -80,12 +103,12 @@ worker_main(cfg)
 # ---- parent side: what a reply may hold -------------------------------------------------------
 def _text(msg: dict[str, Any], key: str, cap: int = TEXT_CAP) -> None:
     if key in msg and not (isinstance(msg[key], str) and len(msg[key]) <= cap):
-        raise wire.ProtocolError(f"'{key}' is not a string of at most {cap} characters")
+        raise protocol.ProtocolError(f"'{key}' is not a string of at most {cap} characters")
 
 
 def _ref(value: Any, declared: list) -> tuple[np.dtype, tuple[int, ...], int]:
     if not (isinstance(value, dict) and value.keys() == {"$a"}):
-        raise wire.ProtocolError("expected an array")
+        raise protocol.ProtocolError("expected an array")
     return declared[value["$a"]]
 
 
@@ -107,22 +130,22 @@ def _status(msg: dict[str, Any], replies: dict[str, tuple[str, ...]], what: str)
     """The reply's status is a string a child may send, and the keys it needs are there."""
     status = msg.get("status")
     if not isinstance(status, str) or status not in replies:
-        raise wire.ProtocolError(f"a {what} with status {str(status)[:40]!r}")
+        raise protocol.ProtocolError(f"a {what} with status {str(status)[:40]!r}")
     missing = [key for key in replies[status] if key not in msg]
     if missing:
-        raise wire.ProtocolError(f"a {what} with status {status!r} but no {', '.join(missing)}")
+        raise protocol.ProtocolError(f"a {what} with status {status!r} but no {', '.join(missing)}")
 
 
-def _checked(validate: wire.Validator) -> wire.Validator:
+def _checked(validate: protocol.Validator) -> protocol.Validator:
     """validate, with anything it trips over (a forged type it did not expect) a ProtocolError."""
 
     def check(msg: dict[str, Any], declared: list) -> None:
         try:
             validate(msg, declared)
-        except wire.ProtocolError:
+        except protocol.ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 (whatever the child sent, it is its fault)
-            raise wire.ProtocolError(
+            raise protocol.ProtocolError(
                 f"a reply the schema cannot read ({type(exc).__name__})"
             ) from None
 
@@ -131,9 +154,9 @@ def _checked(validate: wire.Validator) -> wire.Validator:
 
 def _short_strings(table: Any, cap: int, what: str) -> None:
     if not (isinstance(table, dict) and len(table) <= cap):
-        raise wire.ProtocolError(f"'{what}' is not a small dict")
+        raise protocol.ProtocolError(f"'{what}' is not a small dict")
     if not all(len(k) <= 200 and isinstance(v, str) and len(v) <= 200 for k, v in table.items()):
-        raise wire.ProtocolError(f"'{what}' holds something other than short strings")
+        raise protocol.ProtocolError(f"'{what}' holds something other than short strings")
 
 
 def _load_validator(msg: dict[str, Any], declared: list) -> None:
@@ -142,7 +165,7 @@ def _load_validator(msg: dict[str, Any], declared: list) -> None:
         "copies_reference", "conv_methods",
     }  # fmt: skip
     if declared or not msg.keys() <= allowed:
-        raise wire.ProtocolError("malformed load info")
+        raise protocol.ProtocolError("malformed load info")
     _status(msg, LOAD_REPLIES, "load info")
     _text(msg, "error")
     _text(msg, "file", 4096)
@@ -150,30 +173,30 @@ def _load_validator(msg: dict[str, Any], declared: list) -> None:
         _short_strings(msg.get(key, {}), 64, key)
     layers = msg.get("layers", {})
     if not (isinstance(layers, dict) and len(layers) <= 32):
-        raise wire.ProtocolError("'layers' is not a small dict")
+        raise protocol.ProtocolError("'layers' is not a small dict")
     for layer in layers.values():
         if not (isinstance(layer, list) and len(layer) == 2 and isinstance(layer[0], bool)):
-            raise wire.ProtocolError("a layer is not [active, why]")
+            raise protocol.ProtocolError("a layer is not [active, why]")
         if not (isinstance(layer[1], str) and len(layer[1]) <= 4096):
-            raise wire.ProtocolError("a layer's why is not a short string")
+            raise protocol.ProtocolError("a layer's why is not a short string")
     if not isinstance(msg.get("imports_reference", False), bool):
-        raise wire.ProtocolError("'imports_reference' is not a bool")
+        raise protocol.ProtocolError("'imports_reference' is not a bool")
     for key in ("stubs", "copies_reference", "conv_methods"):
         items = msg.get(key, [])
         if not (isinstance(items, list) and len(items) <= 64):
-            raise wire.ProtocolError(f"'{key}' is not a short list")
+            raise protocol.ProtocolError(f"'{key}' is not a short list")
         if not all(isinstance(v, str) and len(v) <= 200 for v in items):
-            raise wire.ProtocolError(f"'{key}' holds something other than short strings")
+            raise protocol.ProtocolError(f"'{key}' holds something other than short strings")
 
 
 def _task_validator(msg: dict[str, Any], declared: list) -> None:
     if declared or not msg.keys() <= {"status", "error", "value"}:
-        raise wire.ProtocolError("malformed task reply")
+        raise protocol.ProtocolError("malformed task reply")
     _status(msg, TASK_REPLIES, "task reply")
     _text(msg, "error")
 
 
-def _call_validator(sent: list[Any], out_cap: int) -> wire.Validator:
+def _call_validator(sent: list[Any], out_cap: int) -> protocol.Validator:
     """Checks a call reply's header against the request, before any array is read."""
     sent_arrays = [a if isinstance(a, np.ndarray) else None for a in sent]
     keys = {"status", "error", "seconds", "records", "slices", "boxes", "records_dropped",
@@ -181,80 +204,84 @@ def _call_validator(sent: list[Any], out_cap: int) -> wire.Validator:
 
     def validate(msg: dict[str, Any], declared: list) -> None:
         if not msg.keys() <= keys:
-            raise wire.ProtocolError("unexpected keys in a call reply")
+            raise protocol.ProtocolError("unexpected keys in a call reply")
         _status(msg, CALL_REPLIES, "call reply")
         for key in ("error", "type", "stub", "tampered"):
             _text(msg, key)
         if msg.get("phase", "forward") not in ("forward", "backward"):
-            raise wire.ProtocolError("bad 'phase'")
+            raise protocol.ProtocolError("bad 'phase'")
         if "seconds" in msg and not (
             type(msg["seconds"]) in (int, float) and math.isfinite(msg["seconds"])
         ):
-            raise wire.ProtocolError("'seconds' is not a number")
+            raise protocol.ProtocolError("'seconds' is not a number")
         records = msg.get("records", [])
         if not (isinstance(records, list) and len(records) <= 20000):
-            raise wire.ProtocolError("'records' is not a list of at most 20000")
+            raise protocol.ProtocolError("'records' is not a list of at most 20000")
         for rec in records:
             if not (
                 isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], str)
                 and len(rec[0]) <= 16 and isinstance(rec[1], list) and 2 <= len(rec[1]) <= 8
                 and all(_int_list(s, 8) for s in rec[1])
             ):  # fmt: skip
-                raise wire.ProtocolError("malformed audit record")
+                raise protocol.ProtocolError("malformed audit record")
         slices = msg.get("slices", [])
         if not (isinstance(slices, list) and len(slices) <= MAX_SLICES):
-            raise wire.ProtocolError("'slices' is not a list")
+            raise protocol.ProtocolError("'slices' is not a list")
         if not all(_int_list(s, 8) for s in slices):
-            raise wire.ProtocolError("malformed slice shape")
+            raise protocol.ProtocolError("malformed slice shape")
         boxes = msg.get("boxes", [])
         if not (isinstance(boxes, list) and len(boxes) <= MAX_SLICES):
-            raise wire.ProtocolError("'boxes' is not a list")
+            raise protocol.ProtocolError("'boxes' is not a list")
         if not all(_int_list(b, 5) and len(b) == 5 and b[1] < b[2] and b[3] < b[4] for b in boxes):
-            raise wire.ProtocolError("malformed block slice [operand, r0, r1, c0, c1]")
+            raise protocol.ProtocolError("malformed block slice [operand, r0, r1, c0, c1]")
         if type(msg.get("records_dropped", 0)) is not int:
-            raise wire.ProtocolError("'records_dropped' is not an int")
+            raise protocol.ProtocolError("'records_dropped' is not an int")
         seen = 0
         if "output" in msg:
             _dtype, _shape, _nbytes = _ref(msg["output"], declared)
             if math.prod(_shape) > out_cap:
-                raise wire.ProtocolError(f"an output of shape {_shape}: over {out_cap} elements")
+                raise protocol.ProtocolError(
+                    f"an output of shape {_shape}: over {out_cap} elements"
+                )
             seen += 1
         for key in ("inputs", "grads"):
             if key not in msg:
                 continue
             items = msg[key]
             if not (isinstance(items, list) and len(items) == len(sent_arrays)):
-                raise wire.ProtocolError(f"'{key}' does not have one entry per argument")
+                raise protocol.ProtocolError(f"'{key}' does not have one entry per argument")
             for item, arr in zip(items, sent_arrays, strict=True):
                 if item is None:
                     continue
                 if arr is None:
-                    raise wire.ProtocolError(f"'{key}' has an array for a non-array argument")
+                    raise protocol.ProtocolError(f"'{key}' has an array for a non-array argument")
                 dtype, shape, _nbytes = _ref(item, declared)
                 if key == "inputs" and (dtype not in (arr.dtype, F32) or shape != arr.shape):
-                    raise wire.ProtocolError("an input came back with another dtype or shape")
+                    raise protocol.ProtocolError("an input came back with another dtype or shape")
                 if key == "grads" and (dtype.kind != "f" or math.prod(shape) > 4 * arr.size + 16):
-                    raise wire.ProtocolError(f"a gradient of {dtype} {shape}")
+                    raise protocol.ProtocolError(f"a gradient of {dtype} {shape}")
                 seen += 1
         if seen != len(declared):
-            raise wire.ProtocolError("an array outside output/inputs/grads")
+            raise protocol.ProtocolError("an array outside output/inputs/grads")
 
     return validate
 
 
-def _call_limits(sent: list[Any], out_cap: int, grads: bool) -> wire.Limits:
+def _call_limits(sent: list[Any], out_cap: int, grads: bool) -> protocol.Limits:
     inputs = sum(a.nbytes for a in sent if isinstance(a, np.ndarray))
     grad_bytes = (
         sum(8 * (4 * a.size + 16) for a in sent if isinstance(a, np.ndarray)) if grads else 0
     )
-    return wire.Limits(header=8 << 20, payload=8 * out_cap + inputs + grad_bytes)
+    return protocol.Limits(header=8 << 20, payload=8 * out_cap + inputs + grad_bytes)
 
 
-def expected_reply(req: dict[str, Any]) -> tuple[dict[str, Any], wire.Limits, wire.Validator]:
+def expected_reply(
+    req: dict[str, Any],
+) -> tuple[dict[str, Any], protocol.Limits, protocol.Validator]:
     """(the request as sent, the reply's caps, its validator): what a reply to `req` may be."""
     req = dict(req)
     if "task" in req:
-        return req, wire.Limits(header=8 << 20), _task_validator
+        return req, protocol.Limits(header=8 << 20), _task_validator
     args = list(req.get("args", []))
     out_cap = int(req.pop("out_cap", 0) or default_out_cap(args))
     limits = _call_limits(args, out_cap, req.get("grad") is not None)
@@ -288,11 +315,11 @@ def _death(exitcode: int | None, in_namespace: bool) -> str:
     return f"the child process exited with status {exitcode}"
 
 
-def _hidden() -> dict[str, Any]:
+def _hidden(reference: tuple[str, ...]) -> dict[str, Any]:
     """What a grading child must not read: the reference's files, and the source checkout."""
     return {
-        "files": contain.reference_files(REFERENCE_MODULES),
-        "checkout": contain.checkout_root(),
+        "files": spawn.reference_files(reference),
+        "checkout": spawn.checkout_root(),
     }
 
 
@@ -321,9 +348,11 @@ class Sandbox:
         limits: ChildLimits | dict[str, int | None] | None = None,
         user: tuple[int, int] | None = None,
         tasks: bool = False,
+        graded: Graded | None = None,
     ) -> None:
-        """tasks: the child answers Part B task requests from bench_tasks.TASKS, copied before
-        the student's module is imported (so a module that patches the registry changes nothing)."""
+        """tasks: the child answers task requests from the registry `graded.tasks` names, copied
+        before the student's module is imported (so a module that patches it changes nothing).
+        graded: what the sandbox must know of the module it loads (default: nothing)."""
         if isinstance(limits, dict):  # e.g. {"memory_bytes": 512 << 20}; the rest default
             fields = set(ChildLimits.__dataclass_fields__)
             if not set(limits) <= fields:
@@ -339,11 +368,12 @@ class Sandbox:
         self.env = env or {}
         self.grading = bool(grading)
         self.tasks = bool(tasks)
+        self.graded = graded or Graded()
         if limits is None:
             limits = ChildLimits() if impl is not None else ChildLimits(None, None)
         self.limits = limits
         # Our own tasks (impl None: baselines, torch) keep the grader's uid, HOME and caches.
-        self.ids = user if user is not None else contain.sandbox_ids() if impl else None
+        self.ids = user if user is not None else uids.sandbox_ids() if impl else None
         self.info: dict[str, Any] | None = None  # what loading the module found, first start
         self.restarts = 0
         self.isolation: dict[str, dict[str, Any]] = {}
@@ -351,7 +381,7 @@ class Sandbox:
         self._token = ""
         self._root: str | None = None
         self._req_fd = -1
-        self._reader: wire.FdReader | None = None
+        self._reader: protocol.FdReader | None = None
         self._next_id = 0
         self._in_ns = False
         self._uid: int | None = None  # the child's uid after its drop (None: the grader's)
@@ -372,31 +402,35 @@ class Sandbox:
         if self._proc is not None and self._proc.poll() is None:
             return self.info or {}
         self.kill()
-        reaper, why = contain.become_subreaper()
+        reaper, why = procs.become_subreaper()
         self._layer("subreaper", reaper, "the grader adopts orphans" if reaper else why)
-        prefix, ns_why = contain.namespace_prefix()
+        prefix, ns_why = spawn.namespace_prefix()
         self._in_ns = bool(prefix)
         self._layer("namespaces", bool(prefix), ns_why)
         self._layer("network", bool(prefix), "none: own net namespace" if prefix else ns_why)
         ids = self.ids if not (prefix and "--user" in prefix) else None
-        self._root, work, copied = contain.private_dir(self.impl, ids)
+        self._root, work, copied = spawn.private_dir(self.impl, ids)
         impl = copied or self.impl
         if impl is not None and copied is None and (impl.endswith(".py") or os.sep in impl):
             impl = os.path.abspath(impl)  # not found: let the child say so, with the full path
         self._token = secrets.token_hex(16)
+        g = self.graded
+        hide = self.grading and impl and g.reference and impl not in g.reference
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         cfg = {
             "impl": impl, "req_fd": req_r, "rep_fd": rep_w, "ids": list(ids) if ids else None,
-            "work": work, "limits": asdict(self.limits), "grading": self.grading, "tasks": self.tasks,
-            "ref_prints": reference_fingerprints() if self.grading and impl else None,
-            "pkg": str(_HERE), "ns": bool(prefix), "needed": contain.needed_paths(str(_HERE)),
+            "work": work, "limits": asdict(self.limits), "grading": self.grading,
+            "tasks": g.tasks if self.tasks else None, "names": g.names, "classes": g.classes,
+            "reference": g.reference, "blocked": g.blocked,
+            "ref_prints": g.fingerprints() if self.grading and impl and g.fingerprints else None,
+            "ns": bool(prefix), "needed": spawn.needed_paths(str(_HERE)),
             "caller_dir": os.getcwd() if impl and copied is None else None,
-            "hide": _hidden() if self.grading and impl and impl not in REFERENCE_MODULES else None,
+            "hide": _hidden(g.reference) if hide else None,
         }  # fmt: skip
-        pdeath = contain.pdeath_prefix()
+        pdeath = spawn.pdeath_prefix()
         cmd = [*pdeath, *prefix, sys.executable, "-c", _BOOT, json.dumps(cfg)]
-        env = contain.child_env(self.env, work, self._token, _pythonpath(), trim=bool(self.impl))
+        env = spawn.child_env(self.env, work, self._token, _pythonpath(), trim=bool(self.impl))
         try:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -406,9 +440,9 @@ class Sandbox:
         finally:
             os.close(req_r)
             os.close(rep_w)
-        contain.LIVE.add(self._proc.pid)
+        procs.LIVE.add(self._proc.pid)
         self._uid = ids[0] if ids else None
-        rule, rule_why = contain.orphan_rule(self._uid)
+        rule, rule_why = procs.orphan_rule(self._uid)
         self._layer("orphans", rule is not None, rule_why)
         self._layer("session", True, "own session and process group")
         self._layer("workdir", True, f"a private copy in {work}" if copied else f"private {work}")
@@ -416,12 +450,12 @@ class Sandbox:
         self._layer("env", bool(self.impl), trimmed if self.impl else "no student code: kept")
         self._req_fd = req_w
         os.set_blocking(req_w, False)
-        self._reader = wire.FdReader(rep_r)
+        self._reader = protocol.FdReader(rep_r)
         self._next_id = 0
         if self.info is not None:
             self.restarts += 1
         wait = START_TIMEOUT_S if timeout is None else max(min(START_TIMEOUT_S, timeout), 0.001)
-        info = self._receive(0, wait, wire.Limits(header=1 << 20), _load_validator)
+        info = self._receive(0, wait, protocol.Limits(header=1 << 20), _load_validator)
         if info.get("transport"):  # the import itself hung or crashed
             info = {"status": "import_" + info["status"], "error": info["error"], "functions": {}}
         for name, (active, why) in (info.pop("layers", None) or {}).items():
@@ -443,19 +477,19 @@ class Sandbox:
         return {"status": status, "error": error, "transport": 1}
 
     def _receive(
-        self, rid: int, timeout: float, limits: wire.Limits, validate: wire.Validator
+        self, rid: int, timeout: float, limits: protocol.Limits, validate: protocol.Validator
     ) -> dict[str, Any]:
         reader = self._reader
         if reader is None:
             return self._fail("crash", "")
         reader.deadline = time.monotonic() + timeout
         try:
-            got_id, reply = wire.read_frame(reader.read_exact, limits, _checked(validate))
+            got_id, reply = protocol.read_frame(reader.read_exact, limits, _checked(validate))
         except TimeoutError:
             return self._fail("timeout", f"no answer within {timeout:g} s")
         except EOFError:
             return self._fail("crash", "")
-        except (wire.ProtocolError, struct.error, OSError) as exc:
+        except (protocol.ProtocolError, struct.error, OSError) as exc:
             return self._fail("protocol", f"a malformed reply from the child ({exc})")
         if got_id != rid:
             return self._fail("protocol", f"a reply to request {got_id} while waiting for {rid}")
@@ -500,7 +534,7 @@ class Sandbox:
         req, limits, validate = expected_reply(req)
         self._next_id += 1
         rid = self._next_id
-        if not self._send(wire.encode(rid, req), deadline):
+        if not self._send(protocol.encode(rid, req), deadline):
             if self._proc is not None and self._proc.poll() is not None:
                 return self._fail("crash", "")
             return self._fail("timeout", f"the child did not take the request within {timeout:g} s")
@@ -511,8 +545,8 @@ class Sandbox:
         """Kill the child and everything it started, reap them, remove its folder."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            contain.kill_tree(proc, self._token, self._uid)
-            contain.remove_leftovers(self._uid)  # files its processes left for the next run
+            procs.kill_tree(proc, self._token, self._uid)
+            uids.remove_leftovers(self._uid)  # files its processes left for the next run
         if self._req_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._req_fd)
@@ -522,7 +556,7 @@ class Sandbox:
                 os.close(self._reader.fd)
             self._reader = None
         if self._root is not None:
-            contain.remove_tree(self._root)
+            procs.remove_tree(self._root)
             self._root = None
 
     def close(self) -> None:

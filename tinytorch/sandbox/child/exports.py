@@ -19,6 +19,7 @@ of the notebook from 1, markdown cells included), so an error reads `acceleratio
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import types
@@ -160,3 +161,36 @@ def exported_source(path: str | Path) -> str:
     if path.suffix != ".ipynb":
         return _at_their_lines(text, cells)
     return "\n\n".join(source.rstrip() + "\n" for source in cells)
+
+
+def _raises_not_implemented(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.Raise) or node.exc is None:
+        return False
+    exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+def stub_places(source: str) -> list[str]:
+    """Qualnames ("im2col", "Im2colConv2dFunction.backward") of the functions and methods in
+    `source` whose body raises NotImplementedError unconditionally: the stubs still to write.
+
+    Only a `raise NotImplementedError(...)` directly in the body counts (after argument checks,
+    as `make_student_source` leaves it), not one inside an `if`. Unparsable source has none.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    places: list[str] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _raises_not_implemented(stmt) for stmt in node.body
+            ):
+                places.append(prefix + node.name)
+
+    visit(tree.body, "")
+    return places

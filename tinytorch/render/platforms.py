@@ -9,7 +9,7 @@ from typing import Any
 
 from tinytorch.classroom.scoring import Item, Points, score_items, total
 from tinytorch.milestone07.diagnose import Diagnosis
-from tinytorch.milestone07.report import render_lessons, render_root_causes
+from tinytorch.render.terminal import render_lessons, render_root_causes
 
 GRADEBOOK_COLUMNS = (
     "student", "verdict", "cases_passed", "cases_total", "checks_passed", "checks_total",

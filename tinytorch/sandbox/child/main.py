@@ -1,8 +1,8 @@
-"""The sandbox child: contain itself, import the student's module, answer requests (K1).
+"""The sandbox child: contain itself, import the student's module, answer requests.
 
-Started by `Sandbox` (sandbox.py) through its boot code, which loads this module without running
-tinytorch/milestone07/__init__.py, so the child never imports the grader or the float64
-references. Order matters: parent-death signal, rlimits, stdio to /dev/null, (as root) the mounts
+Started by `Sandbox` (tinytorch/sandbox/parent.py) through its boot code. The packages on the way
+here import nothing of the grader, so the child never loads the grader or the float64 references
+(tests/test_boundary.py checks it). Order matters: parent-death signal, rlimits, stdio to /dev/null, (as root) the mounts
 that keep Python readable and the uid drop, the private folder, the audit's guard, the
 grading-mode import blocker, and only then the student's module.
 """
@@ -19,12 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.milestone07 import contain, submission, wire
-from tinytorch.milestone07.contain import ChildLimits
+from tinytorch.sandbox.child import confine, exports, protocol
+from tinytorch.sandbox.child.confine import ChildLimits
 
 TEXT_CAP = 20000  # characters of any string in a reply (the parent's schema checks it)
-BLOCKED = ("tinytorch.perf.acceleration", "tinytorch.milestone07")  # refused in grading mode
-REFERENCE_MODULES = ("tinytorch.perf.acceleration", "tinytorch.milestone07.references")
 
 
 def _cut(text: str) -> str:
@@ -60,7 +58,7 @@ def _stub(exc: BaseException, student_file: str) -> str:
     found, tb = "", exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if student_file and submission.compiled_in(code, student_file):
+        if student_file and exports.compiled_in(code, student_file):
             found = _qualname(code, tb.tb_frame)
         tb = tb.tb_next
     return found
@@ -71,7 +69,7 @@ class _Child:
 
     def __init__(self, module: Any, student_file: str, guard: Any, refuse: Any) -> None:
         from tinytorch.core.tensor import Tensor
-        from tinytorch.milestone07 import audit
+        from tinytorch.sandbox.child import audit
 
         self.module = module
         self.student_file = student_file
@@ -134,7 +132,7 @@ class _Child:
         data = out.data if isinstance(out, Tensor) else None
         if data is None and type(out).__name__ == "Tensor":  # a student's own Tensor class
             data = getattr(out, "data", None)
-        if not isinstance(data, np.ndarray) or data.dtype.str not in wire.DTYPES:
+        if not isinstance(data, np.ndarray) or data.dtype.str not in protocol.DTYPES:
             kind = type(out).__module__ + "." + type(out).__qualname__
             if isinstance(data, np.ndarray):
                 kind += f" holding {data.dtype} data"
@@ -155,7 +153,7 @@ class _Child:
 
     def task(self, req: dict[str, Any]) -> dict[str, Any]:
         """Run one of our own Part B functions in the child, fn(module, **kwargs). req["task"] is
-        a key of tinytorch.milestone07.bench_tasks.TASKS (Sandbox(tasks=True)), or "module:function"
+        a key of tinytorch.bench.tasks.TASKS (Sandbox(tasks=True)), or "module:function"
         for our own workers that never load student code (the torch worker)."""
         import importlib
 
@@ -181,10 +179,10 @@ class _Child:
 
 
 def _plain_array(a: Any) -> np.ndarray | None:
-    if isinstance(a, np.ndarray) and a.dtype.str in wire.DTYPES:
+    if isinstance(a, np.ndarray) and a.dtype.str in protocol.DTYPES:
         return np.array(a, copy=True, subok=False)
     data = getattr(a, "data", None)  # a Tensor as .grad
-    if isinstance(data, np.ndarray) and data.dtype.str in wire.DTYPES:
+    if isinstance(data, np.ndarray) and data.dtype.str in protocol.DTYPES:
         return np.array(data, copy=True, subok=False)
     return None
 
@@ -192,8 +190,9 @@ def _plain_array(a: Any) -> np.ndarray | None:
 class _Refuse:
     """A meta-path finder that refuses the bundled reference and the grader's own modules."""
 
-    def __init__(self, allowed: str) -> None:
+    def __init__(self, allowed: str, blocked: tuple[str, ...]) -> None:
         self.allowed = allowed
+        self.blocked = blocked
         self.off = False
 
     @contextlib.contextmanager
@@ -208,7 +207,8 @@ class _Refuse:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if self.off:
             return
-        if name != self.allowed and any(name == b or name.startswith(b + ".") for b in BLOCKED):
+        blocked = self.blocked
+        if name != self.allowed and any(name == b or name.startswith(b + ".") for b in blocked):
             raise ImportError(
                 f"{name} cannot be imported while grading: the bundled reference solution and "
                 "the grader's modules are off limits to a submission",
@@ -216,7 +216,9 @@ class _Refuse:
             )
 
 
-def _origins(module: Any, functions: dict[str, str], student_file: str) -> dict[str, str]:
+def _origins(
+    module: Any, functions: dict[str, str], student_file: str, reference: tuple[str, ...]
+) -> dict[str, str]:
     out = {}
     for name, state in functions.items():
         if state != "ok":
@@ -226,9 +228,9 @@ def _origins(module: Any, functions: dict[str, str], student_file: str) -> dict[
             obj = getattr(obj, "backward", obj)
         code = getattr(getattr(obj, "__func__", obj), "__code__", None)
         owner = getattr(obj, "__module__", None) or "?"
-        if owner == REFERENCE_MODULES[0]:
+        if owner in reference:
             out[name] = "reference"
-        elif code is not None and submission.compiled_in(code, student_file):
+        elif code is not None and exports.compiled_in(code, student_file):
             out[name] = "student"
         else:
             out[name] = str(owner)
@@ -238,22 +240,22 @@ def _origins(module: Any, functions: dict[str, str], student_file: str) -> dict[
 def worker_main(cfg: dict[str, Any]) -> None:
     """Child process: contain itself, import the student's module, answer until the pipe closes."""
     from tinytorch.core.tensor import Tensor  # noqa: F401 (ours, imported before the drop)
-    from tinytorch.milestone07 import audit
-    from tinytorch.milestone07.fingerprint import (  # before grading refuses our modules
+    from tinytorch.sandbox.child import audit
+    from tinytorch.sandbox.child.fingerprint import (  # before grading refuses our modules
         copies_of,
         source_fingerprints,
     )
-    from tinytorch.milestone07.impl import load_impl
+    from tinytorch.sandbox.child.load import load_impl
 
     req_fd, rep_fd = int(cfg["req_fd"]), int(cfg["rep_fd"])
     layers: dict[str, list[Any]] = {}
-    ok, why = contain.prctl(contain.PR_SET_PDEATHSIG, signal.SIGKILL)
+    ok, why = confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
     if ok and os.getppid() == 1 and not cfg.get("ns"):
         os._exit(1)  # the grader is already gone
     layers["pdeathsig"] = [ok, "SIGKILL when the parent dies" if ok else why]
     ids = tuple(cfg["ids"]) if cfg.get("ids") else None
     limits = ChildLimits(**cfg["limits"])
-    done = contain.set_limits(limits, ids[0] if ids else None)
+    done = confine.set_limits(limits, ids[0] if ids else None)
     refused = [k for k, v in done.items() if isinstance(v, str) and v.startswith("refused")]
     layers["limits"] = [not refused, json.dumps(done) if not refused else f"refused: {refused}"]
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -261,9 +263,9 @@ def worker_main(cfg: dict[str, Any]) -> None:
         os.dup2(devnull, fd)
     sys.stdin = open(os.devnull)  # noqa: SIM115 (lives as long as the process)
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    blocked = contain.blocked_dirs(cfg["needed"]) if ids else {}
+    blocked = confine.blocked_dirs(cfg["needed"]) if ids else {}
     if blocked and cfg.get("ns"):  # e.g. Python under /root: re-expose it in our mount namespace
-        exposed, why = contain.expose(blocked, os.path.join(os.path.dirname(cfg["work"]), "stage"))
+        exposed, why = confine.expose(blocked, os.path.join(os.path.dirname(cfg["work"]), "stage"))
         layers["mounts"] = [exposed, why]
         blocked = {} if exposed else blocked
     if blocked:
@@ -272,21 +274,23 @@ def worker_main(cfg: dict[str, Any]) -> None:
     keep = [os.path.dirname(cfg["work"]), *cfg["needed"], cfg.get("caller_dir") or ""]
     if cfg.get("ns") and cfg.get("hide"):  # grading: no copy of the reference to read
         files, checkout = cfg["hide"]["files"], cfg["hide"]["checkout"]
-        hidden = contain.hide_reference(files, checkout, keep, [cfg.get("caller_dir") or ""])
+        hidden = confine.hide_reference(files, checkout, keep, [cfg.get("caller_dir") or ""])
         layers["reference"] = list(hidden)
-        layers["elsewhere"] = list(contain.hide_elsewhere(keep, dropping=ids is not None))
+        layers["elsewhere"] = list(confine.hide_elsewhere(keep, dropping=ids is not None))
     if cfg.get("ns"):  # fresh /tmp, /dev/shm, ...: nothing shared with other gradings or runs
-        layers["tmp"] = list(contain.private_tmp(keep))
-        layers["workdir"] = list(contain.private_workdir(cfg["work"], ids))
+        layers["tmp"] = list(confine.private_tmp(keep))
+        layers["workdir"] = list(confine.private_workdir(cfg["work"], ids))
     # Always, uid drop or not: no_new_privs cannot be unset and every process the submission
     # starts inherits it, so the grader knows them even after setsid + double fork + env -i.
-    nnp, why = contain.prctl(contain.PR_SET_NO_NEW_PRIVS, 1)
+    nnp, why = confine.prctl(confine.PR_SET_NO_NEW_PRIVS, 1)
     layers["no_new_privs"] = [nnp, "set, inherited by all it starts" if nnp else why]
     try:
         if ids is not None or "uid" not in layers:
-            layers["uid"] = list(contain.drop_privileges(ids))
+            layers["uid"] = list(confine.drop_privileges(ids))
     except OSError as exc:
-        wire.write_frame(rep_fd, 0, {"status": "import_error", "error": f"uid drop failed: {exc}"})
+        protocol.write_frame(
+            rep_fd, 0, {"status": "import_error", "error": f"uid drop failed: {exc}"}
+        )
         os._exit(1)
     os.chdir(cfg["work"])
     sys.path[:] = [p for p in sys.path if p not in ("", ".")]
@@ -295,18 +299,20 @@ def worker_main(cfg: dict[str, Any]) -> None:
     guard = audit.Guard()  # bound before the student's module runs
     child = _Child(None, "", guard, None)
     if cfg.get("tasks"):  # before the student's module: patching the registry changes nothing
-        from tinytorch.milestone07.bench_tasks import TASKS
+        import importlib
 
-        child.tasks = dict(TASKS)
+        mod_name, attr = str(cfg["tasks"]).split(":", 1)
+        child.tasks = dict(getattr(importlib.import_module(mod_name), attr))
     if cfg.get("grading"):
-        import tinytorch
-
+        blocked = tuple(cfg.get("blocked") or ())
         for name in list(sys.modules):
-            if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            if any(name == b or name.startswith(b + ".") for b in blocked):
                 del sys.modules[name]  # our own references stay alive in `child`
-        with contextlib.suppress(AttributeError):
-            delattr(tinytorch, "milestone07")
-        child.refuse = _Refuse(cfg["impl"] or "")
+        for b in blocked:  # e.g. tinytorch.milestone07, loaded by a task registry
+            parent, _, attr = b.rpartition(".")
+            with contextlib.suppress(AttributeError, KeyError):
+                delattr(sys.modules[parent], attr)
+        child.refuse = _Refuse(cfg["impl"] or "", blocked)
         sys.meta_path.insert(0, child.refuse)
     before = set(sys.modules)
     info: dict[str, Any] = {"status": "ok", "error": "", "functions": {}, "file": ""}
@@ -318,25 +324,26 @@ def worker_main(cfg: dict[str, Any]) -> None:
         if cfg.get("ref_prints") and impl and os.path.isfile(impl)
         else set()
     )
+    reference = tuple(cfg.get("reference") or ())
     if impl is not None:
-        module, info = load_impl(impl)
+        module, info = load_impl(impl, cfg.get("names") or (), cfg.get("classes") or ())
     student_file = os.path.realpath(info.get("file") or "") if info.get("file") else ""
-    info["origins"] = _origins(module, info.get("functions", {}), student_file)
+    info["origins"] = _origins(module, info.get("functions", {}), student_file, reference)
     info["imports_reference"] = any(
-        m in sys.modules and m not in before and m != cfg["impl"] for m in REFERENCE_MODULES
+        m in sys.modules and m not in before and m != cfg["impl"] for m in reference
     )
     if cfg.get("ref_prints"):  # grading: the reference's code, exec'd or copied, is not theirs
         info["copies_reference"] = copies_of(cfg["ref_prints"], own)
     info["layers"] = layers
     info["error"] = _cut(str(info.get("error", "")))
-    wire.write_frame(rep_fd, 0, info)
+    protocol.write_frame(rep_fd, 0, info)
     child.module, child.student_file = module, student_file
-    read = wire.blocking_reader(req_fd)
-    big = wire.Limits(header=64 << 20, payload=1 << 40)
+    read = protocol.blocking_reader(req_fd)
+    big = protocol.Limits(header=64 << 20, payload=1 << 40)
     while True:
         try:
-            msg_id, req = wire.read_frame(read, big)
-        except (EOFError, OSError, wire.ProtocolError):
+            msg_id, req = protocol.read_frame(read, big)
+        except (EOFError, OSError, protocol.ProtocolError):
             os._exit(0)
         if req.get("stop"):
             os._exit(0)
@@ -345,6 +352,8 @@ def worker_main(cfg: dict[str, Any]) -> None:
         except BaseException as exc:  # noqa: BLE001 (e.g. a student Tensor whose .data raises)
             reply = {"status": "raised", "error": _describe_exc(exc)}
         try:
-            wire.write_frame(rep_fd, msg_id, reply)
-        except wire.ProtocolError as exc:  # e.g. a grad of an unsendable dtype
-            wire.write_frame(rep_fd, msg_id, {"status": "raised", "error": f"unsendable: {exc}"})
+            protocol.write_frame(rep_fd, msg_id, reply)
+        except protocol.ProtocolError as exc:  # e.g. a grad of an unsendable dtype
+            protocol.write_frame(
+                rep_fd, msg_id, {"status": "raised", "error": f"unsendable: {exc}"}
+            )

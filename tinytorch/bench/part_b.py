@@ -22,12 +22,13 @@ from collections.abc import Collection
 from typing import Any
 
 from tinytorch import profiling
-from tinytorch.milestone07.bench_tasks import TASKS
-from tinytorch.milestone07.impl import DEFAULT_IMPL
+from tinytorch.bench.tasks import TASKS
+from tinytorch.milestone07.boundary import open_sandbox
+from tinytorch.milestone07.cases import DEFAULT_IMPL
 from tinytorch.milestone07.results import BENCH_STATUSES, BenchRow, PartAResult, PartBResult
-from tinytorch.milestone07.sandbox import Sandbox
 from tinytorch.profiling.load import NOISY_LOAD
 from tinytorch.profiling.problems import Problem
+from tinytorch.sandbox.parent import Sandbox
 
 CREDIBLE = 1.2  # a student rate above this x the measured ceiling is not credited
 SIZES = {
@@ -98,7 +99,7 @@ def task_kwargs(problem: Problem) -> dict[str, int]:
     return {"n": dims[0]} if problem.kind == "gemm" else {"m": dims[0], "n": dims[1]}
 
 
-def _task(box: Sandbox, name: str, timeout: float, **kwargs: Any) -> dict[str, Any]:
+def run_task(box: Sandbox, name: str, timeout: float, **kwargs: Any) -> dict[str, Any]:
     """Run TASKS[name] in the child; the reply gains "wall_s", the seconds the PARENT saw pass."""
     start = time.perf_counter()
     reply = box.request({"task": name, "kwargs": kwargs}, timeout)
@@ -110,12 +111,12 @@ def _skipped(fn: str) -> dict[str, Any]:
     return {"status": "ok", "value": {"status": "unavailable", "ms": None, "detail": why}}
 
 
-def _open(impl: str | None, env: dict[str, str]) -> Sandbox:
+def open_box(impl: str | None, env: dict[str, str]) -> Sandbox:
     """A started child; without the student's module if importing it kills the interpreter."""
-    box = Sandbox(impl, env, tasks=True)
+    box = open_sandbox(impl, env, tasks=True)
     if box.start().get("status") in ("import_crash", "import_timeout"):
         box.close()
-        box = Sandbox(None, env, tasks=True)
+        box = open_sandbox(None, env, tasks=True)
         box.start()
     return box
 
@@ -134,7 +135,7 @@ def _malformed(value: Any) -> str | None:
     return None
 
 
-def _row(problem: Problem, backend: str, reply: dict[str, Any]) -> BenchRow:
+def bench_row(problem: Problem, backend: str, reply: dict[str, Any]) -> BenchRow:
     """One BenchRow from a task's reply: rate from the problem's flops or bytes (numbers)."""
     name, kind = problem.name, problem.kind
     base = {"flops": problem.flops, "bytes": problem.bytes}
@@ -248,14 +249,14 @@ def run_part_b(
     backends: list[dict[str, Any]] = []
     ceilings: profiling.Ceilings | None = None
     for child, env, status_tasks, group in CHILDREN:
-        box = _open(impl if child == "student" else None, env)
+        box = open_box(impl if child == "student" else None, env)
         try:
             if child == "baseline":
-                got = _task(box, "ceilings", timeout, quick=sizes == "quick")
+                got = run_task(box, "ceilings", timeout, quick=sizes == "quick")
                 if got["status"] == "ok":
                     ceilings = profiling.Ceilings.from_dict(got["value"])
             for status_task in status_tasks:
-                status = _task(box, status_task, timeout)
+                status = run_task(box, status_task, timeout)
                 value = status.get("value") if status["status"] == "ok" else None
                 backends += value if isinstance(value, list) else [value] if value else []
             for backend, tasks in group.items():
@@ -265,13 +266,13 @@ def run_part_b(
                         if fn is not None and fn in skip_student:
                             replies[(backend, problem.name)] = _skipped(fn)
                             continue
-                        replies[(backend, problem.name)] = _task(
+                        replies[(backend, problem.name)] = run_task(
                             box, task, timeout, repeats=reps, **task_kwargs(problem)
                         )
         finally:
             box.close()  # killed and reaped before the next child starts
     rows = [
-        _row(problem, backend, replies[(backend, problem.name)])
+        bench_row(problem, backend, replies[(backend, problem.name)])
         for kind, entries in problems.items()
         for problem, _reps in entries
         for _child, _env, _status, group in CHILDREN

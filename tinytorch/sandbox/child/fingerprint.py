@@ -7,21 +7,19 @@ copy has the reference's fingerprint wherever it was compiled. Only the places t
 code (those the student edition stubs) are fingerprinted: the argument checks it keeps are shared
 by design.
 
-The parent computes the reference's fingerprints (`reference_fingerprints`); the child, which never
-imports the reference, fingerprints the submission's own text before importing it
+The grader computes the reference's fingerprints (`tinytorch.milestone07.own_work`); the child,
+which never imports the reference, fingerprints the submission's own text before importing it
 (`source_fingerprints`), then looks for the reference's among every function alive after the
 import whose code that text does not define (`copies_of`).
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
 import types
-from typing import Any
 
-from tinytorch.milestone07.submission import code_units
+from tinytorch.sandbox.child.exports import code_units
 
 
 def code_fingerprint(code: types.CodeType) -> str:
@@ -37,28 +35,6 @@ def code_fingerprint(code: types.CodeType) -> str:
 
     feed(code)
     return h.hexdigest()
-
-
-def reference_fingerprints() -> dict[str, str]:
-    """{fingerprint: place} of the bundled reference's solution code (parent side), computed once
-    per grader process: every grading child start (a restart after each hang or crash) sends it."""
-    return dict(_reference_fingerprints())
-
-
-@functools.cache
-def _reference_fingerprints() -> dict[str, str]:
-    from tinytorch.perf import acceleration as ref
-    from tinytorch.release import make_student_source, reference_path, stub_places
-
-    # The places that hold solution code: exactly those the student edition turns into stubs.
-    places = stub_places(make_student_source(reference_path(17).read_text()))
-    out = {}
-    for place in places:
-        obj: Any = ref
-        for part in place.split("."):
-            obj = getattr(obj, part)
-        out[code_fingerprint(obj.__code__)] = place
-    return out
 
 
 def source_fingerprints(path: str) -> set[str]:

@@ -36,7 +36,7 @@ def cases_bundle(
     (grading mode's hidden cases) join the table and its diagnosis, so it says what the JSON
     says. The grader's record keeps the published cases only (the verdict bundle has the rest).
     """
-    from tinytorch.viz.tables import cases_html, cases_text
+    from tinytorch.render.notebook_tables import cases_html, cases_text
 
     return {
         CASES_MIME: {"stage": stage, "cases": [as_dict(r) for r in results]},
@@ -46,7 +46,7 @@ def cases_bundle(
 
 
 def checks_bundle(checks: Sequence[Any]) -> dict[str, Any]:
-    from tinytorch.viz.tables import checks_html, checks_text
+    from tinytorch.render.notebook_tables import checks_html, checks_text
 
     return {
         CHECKS_MIME: {"checks": [as_dict(c) for c in checks]},
@@ -57,7 +57,7 @@ def checks_bundle(checks: Sequence[Any]) -> dict[str, Any]:
 
 def verdict_bundle(payload: dict[str, Any]) -> dict[str, Any]:
     """The verdict payload (milestone07.to_json) with a headline for people."""
-    from tinytorch.viz.tables import verdict_html
+    from tinytorch.render.notebook_tables import verdict_html
 
     cases = payload.get("cases", [])
     passed = sum(c.get("status") == "pass" for c in cases)

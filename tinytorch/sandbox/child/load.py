@@ -1,7 +1,7 @@
 """Finding and importing the student's Module 17: a module name, a .py file, or a notebook.
 
 A .ipynb or a jupytext percent .py with nbdev `#| export` markers is graded by its exported cells
-only (see `submission.py`); the other cells never run.
+only (see `exports.py`); the other cells never run.
 
 Runs inside the child process (student code is untrusted); the parent only sees `LoadInfo`.
 """
@@ -19,13 +19,12 @@ import os
 import sys
 import traceback
 import types
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from tinytorch.milestone07 import submission
-from tinytorch.milestone07.cases import CONV_FUNCTION, FUNCTIONS
+from tinytorch.sandbox.child import exports
 
-DEFAULT_IMPL = "tinytorch.perf.acceleration"
 _FUTURE_FLAGS = functools.reduce(
     operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names)
 )
@@ -50,12 +49,12 @@ def import_impl(impl: str) -> ModuleType:
         raise ModuleNotFoundError(f"no such file: {path}", name=path)
     name = "_m07_student_" + os.path.splitext(os.path.basename(path))[0]
     sys.path.insert(0, os.path.dirname(path))  # so the file can import its siblings
-    if submission.is_notebook_like(path):  # only the exported cells become the module
+    if exports.is_notebook_like(path):  # only the exported cells become the module
         module = ModuleType(name)
         module.__file__ = path
         sys.modules[name] = module
         flags = 0  # a cell's `from __future__ import` holds for the cells after it
-        for filename, source in submission.code_units(path):
+        for filename, source in exports.code_units(path):
             code = compile(source, filename, "exec", flags=flags, dont_inherit=True)
             flags |= code.co_flags & _FUTURE_FLAGS
             if filename != path:  # a notebook's cell: tracebacks read its lines from here
@@ -71,11 +70,15 @@ def import_impl(impl: str) -> ModuleType:
     return module
 
 
-def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
+def load_impl(
+    impl: str, names: Sequence[str] = (), classes: Sequence[str] = ()
+) -> tuple[ModuleType | None, dict[str, Any]]:
     """(module or None, info) with info = {"status": "ok" | "not_found" | "import_error" |
-    "not_implemented", "error": str, "functions": {name: "ok" | "missing" | "not callable"},
+    "not_implemented", "error": str, "functions": {name: "ok" | "missing" | "not callable"} for
+    each of `names` and `classes` (a class must be a class with an `apply`),
     "stubs": [places of the graded source that still raise NotImplementedError],
-    "conv_methods": [those stubs that are methods of a class im2col_conv2d uses]}."""
+    "conv_methods": [those stubs that are methods of the graded classes, or of a class
+    im2col_conv2d uses]}."""
     info: dict[str, Any] = {"status": "ok", "error": "", "functions": {}, "file": ""}
     try:
         module = import_impl(impl)
@@ -100,38 +103,37 @@ def load_impl(impl: str) -> tuple[ModuleType | None, dict[str, Any]]:
         return None, info
     info["file"] = getattr(module, "__file__", "") or ""
     info["stubs"] = _stubs(info["file"])
-    uses = conv_methods(module, info["file"])
+    uses = conv_methods(module, info["file"], classes)
     info["conv_methods"] = [place for place in info["stubs"] if place in uses]
-    for name in FUNCTIONS:
+    for name in names:
         fn = getattr(module, name, None)
         info["functions"][name] = (
             "missing" if fn is None else "ok" if callable(fn) else "not callable"
         )
-    try:  # the graded Function class: it must be a class whose apply can be called
-        conv = getattr(module, CONV_FUNCTION, None)
-        info["functions"][CONV_FUNCTION] = (
-            "missing" if conv is None
-            else "ok" if isinstance(conv, type) and callable(getattr(conv, "apply", None))
-            else "not a Function class with apply"
-        )  # fmt: skip
-    except Exception:  # noqa: BLE001 (a student's class may do anything on attribute access)
-        info["functions"][CONV_FUNCTION] = "not a Function class with apply"
+    for name in classes:  # a graded Function class: a class whose apply can be called
+        try:
+            cls = getattr(module, name, None)
+            info["functions"][name] = (
+                "missing" if cls is None
+                else "ok" if isinstance(cls, type) and callable(getattr(cls, "apply", None))
+                else "not a Function class with apply"
+            )  # fmt: skip
+        except Exception:  # noqa: BLE001 (a student's class may do anything on attribute access)
+            info["functions"][name] = "not a Function class with apply"
     return module, info
 
 
 def _stubs(file: str) -> list[str]:
     """The places ("im2col", "Class.method") of the graded source that are still stubs."""
-    from tinytorch.release import stub_places
-
     if not file.endswith((".py", ".ipynb")) or not os.path.isfile(file):
         return []
     try:
-        return stub_places(submission.exported_source(file))
+        return exports.stub_places(exports.exported_source(file))
     except (OSError, ImportError):
         return []
 
 
-def conv_methods(module: ModuleType, file: str) -> list[str]:
+def conv_methods(module: ModuleType, file: str, classes: Sequence[str] = ()) -> list[str]:
     """Qualnames ("Im2colConv2dFunction.backward", "Base.forward") of the methods, written in the
     student's file, that the classes im2col_conv2d uses resolve to: its Function, whatever its name.
 
@@ -142,19 +144,20 @@ def conv_methods(module: ModuleType, file: str) -> list[str]:
     if not file:
         return []
     try:
-        return sorted(_conv_methods(module, os.path.realpath(file)))
+        return sorted(_conv_methods(module, os.path.realpath(file), classes))
     except Exception:  # noqa: BLE001 (the student's classes may do anything on attribute access)
         return []
 
 
-def _conv_methods(module: ModuleType, file: str) -> set[str]:
+def _conv_methods(module: ModuleType, file: str, graded: Sequence[str]) -> set[str]:
     def own(code: Any) -> bool:
-        return isinstance(code, types.CodeType) and submission.compiled_in(code, file)
+        return isinstance(code, types.CodeType) and exports.compiled_in(code, file)
 
     fn = getattr(module, "im2col_conv2d", None)
     classes = [fn.__self__] if isinstance(getattr(fn, "__self__", None), type) else []
-    graded = getattr(module, CONV_FUNCTION, None)  # graded by the backward check, used or not
-    classes += [graded] if isinstance(graded, type) else []
+    for name in graded:  # the graded classes, used by im2col_conv2d or not
+        cls = getattr(module, name, None)
+        classes += [cls] if isinstance(cls, type) else []
     fn = getattr(fn, "__func__", fn)  # `im2col_conv2d = ConvFunction.apply`: the class is __self__
     code = getattr(fn, "__code__", None)
     scope = getattr(fn, "__globals__", None) or vars(module)

@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tinytorch.classroom.formats import tiled_matmul_gflops
 from tinytorch.classroom.similarity import (
     MARKED_MAX,
     MIN_TOKENS,
@@ -18,6 +17,7 @@ from tinytorch.classroom.similarity import (
     Flag,
 )
 from tinytorch.milestone07.cases import FUNCTIONS
+from tinytorch.render.platforms import tiled_matmul_gflops
 
 VERDICT_ORDER = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")
 SIDE_BY_SIDE_MAX = MARKED_MAX  # flags shown side by side (all are listed in the table)

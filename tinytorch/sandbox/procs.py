@@ -1,0 +1,206 @@
+"""The one home of process-tree control: the grader as subreaper, finding a sandbox child's whole
+tree (session, group, ancestry, token, no_new_privs orphans) and killing it.
+
+Used by the Sandbox for its child, and by the class grader for each student's run and for a
+slot's leftovers (see the layers in `tinytorch.sandbox.child.confine`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tinytorch.sandbox.child.confine import LINUX, PR_SET_CHILD_SUBREAPER, prctl
+
+TOKEN_VAR = "TINYTORCH_SANDBOX_TOKEN"
+
+
+def become_subreaper() -> tuple[bool, str]:
+    """Make this process (the grader) a child subreaper, once."""
+    global _SUBREAPER
+    if _SUBREAPER is None:
+        _SUBREAPER = prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return _SUBREAPER
+
+
+def remove_tree(path: str) -> None:
+    """shutil.rmtree that survives any depth. Python 3.11's rmtree recurses, and its
+    RecursionError escapes ignore_errors: a child that nested 1500 folders in its own made that
+    grading ERROR, and every later one too (the stale sweep hit the same folder). rm -rf does
+    not recurse on a stack."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                ["rm", "-rf", "--", path],
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=300,
+            )
+
+
+# ---- the tree kill (parent side) --------------------------------------------------------------
+def _stat(pid: int) -> tuple[int, int, int, str] | None:
+    """(ppid, pgid, sid, state) from /proc/PID/stat."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode()
+
+
+def _has_token(pid: int, token: bytes) -> bool:
+    try:
+        return token in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+LIVE: set[int] = set()  # pids of the sandbox children this grader started and has not killed
+
+
+def _status_field(pid: int, name: str) -> str | None:
+    """A field of /proc/PID/status ("NoNewPrivs", "Uid", ...), or None."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def orphan_rule(uid: int | None) -> tuple[str | None, str]:
+    """(how a process re-parented to the grader is known for a sandbox's: "nnp", "uid" or None,
+    why). uid: the sandbox's uid after its drop (None: it keeps the grader's)."""
+    if not LINUX or not os.path.isdir("/proc"):
+        return None, "no /proc: only the tree kill's other marks apply"
+    mine = _status_field(os.getpid(), "NoNewPrivs")
+    if mine == "0":
+        return "nnp", "processes re-parented to the grader with no_new_privs set are killed"
+    if uid is not None and uid != os.getuid():
+        return "uid", f"processes re-parented to the grader running as uid {uid} are killed"
+    why = "the grader itself has no_new_privs" if mine == "1" else "no NoNewPrivs in /proc"
+    return None, f"{why} and the sandbox keeps its uid: a daemon that sheds every mark survives"
+
+
+def _adopted(
+    table: dict[int, tuple[int, int, int, str]], root_pid: int, uid: int | None
+) -> set[int]:
+    """The grader's children that it did not start itself: a sandbox's orphans (see orphan_rule)."""
+    rule, _why = orphan_rule(uid)
+    me, found = os.getpid(), set()
+    for pid, (ppid, *_rest) in table.items():
+        if ppid != me or pid == root_pid or pid in LIVE or rule is None:
+            continue
+        if rule == "nnp":
+            marked = _status_field(pid, "NoNewPrivs") == "1"
+        else:  # its real uid is the sandbox's
+            marked = (_status_field(pid, "Uid") or "").split()[:1] == [str(uid)]
+        if marked:
+            found.add(pid)
+    return found
+
+
+def _members(root_pid: int, token: str, uid: int | None = None) -> set[int]:
+    """Every live process that belongs to the child rooted at root_pid (Linux /proc)."""
+    mark = f"{TOKEN_VAR}={token}".encode()
+    table: dict[int, tuple[int, int, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st is not None:
+                table[int(entry)] = st
+    me = os.getpid()
+    found = {root_pid} if root_pid in table else set()
+    for pid, (_ppid, pgid, sid, _state) in table.items():
+        if pid != me and (sid == root_pid or pgid == root_pid or _has_token(pid, mark)):
+            found.add(pid)
+    found |= _adopted(table, root_pid, uid)
+    grew = True
+    while grew:  # descendants of anything found
+        grew = False
+        for pid, (ppid, *_rest) in table.items():
+            if ppid in found and pid not in found and pid != me:
+                found.add(pid)
+                grew = True
+    return found
+
+
+def kill_pids(pids: Iterable[Any]) -> int:
+    """SIGKILL each process (a pid, or a psutil.Process, which checks the pid was not reused);
+    one already gone or not ours is skipped. Returns how many were asked for."""
+    count = 0
+    for target in pids:
+        count += 1
+        if isinstance(target, int):
+            with contextlib.suppress(OSError):  # gone, or not ours
+                os.kill(target, signal.SIGKILL)
+        else:
+            with contextlib.suppress(Exception):  # psutil.NoSuchProcess, AccessDenied, ...
+                target.kill()
+    return count
+
+
+def kill_session(proc: subprocess.Popen, members: Iterable[Any] = ()) -> None:
+    """SIGKILL a child started in its own session: its process group, then `members` (what was
+    seen in its tree, which may have left the group), then reap the child itself."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    kill_pids(members)
+    proc.wait()
+
+
+def kill_tree(proc: subprocess.Popen, token: str, uid: int | None = None) -> None:
+    """SIGKILL the child and everything it started; reap what was reparented to the grader.
+
+    uid: the sandbox's uid after its drop (None: the grader's). Repeats until a fresh scan of
+    /proc finds nothing of the child's alive (a fork racing the kill, a daemon re-parented to the
+    grader by the kill itself)."""
+    pid, me = proc.pid, os.getpid()
+    LIVE.discard(pid)
+    scan = LINUX and os.path.isdir("/proc")
+    for round_ in range(50):
+        members = _members(pid, token, uid) if scan else set()
+        alive = False
+        for target in members - {pid}:
+            st = _stat(target)
+            if st is None:
+                continue
+            if st[0] == me and st[3] == "Z":  # an orphan that came back to us (subreaper): reap it
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(target, os.WNOHANG)
+            elif st[3] != "Z":
+                alive = True
+        if round_ and not alive:
+            return
+        for target in members:
+            with contextlib.suppress(OSError):
+                os.kill(target, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+        for target in members - {pid}:  # reap what died and was ours to reap
+            st = _stat(target)
+            if st is not None and st[0] == me:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(target, 0)
+        if round_:
+            time.sleep(0.01)
+
+
+_SUBREAPER: tuple[bool, str] | None = None
