@@ -162,11 +162,23 @@ def test_base_student_module_passes() -> None:
     assert all(c.status == "pass" for c in result.checks), result.checks
 
 
+@pytest.fixture(scope="module")
+def mutant_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the module's mutant files, so that tests share each mutant's run."""
+    return tmp_path_factory.mktemp("mutants")
+
+
+def mutant_run(mutant: Mutant, folder: Path) -> object:
+    """The mutant's Part A run (one per mutant, shared by every test of this module)."""
+    path = folder / f"{mutant.name}.py"
+    if not path.exists():
+        path.write_text(mutate(mutant, BASE.read_text()))
+    return part_a(path, timeout=10.0)
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_mutant_is_caught_and_blamed(mutant: Mutant, tmp_path: Path) -> None:
-    path = tmp_path / f"{mutant.name}.py"
-    path.write_text(mutate(mutant, BASE.read_text()))
-    result = part_a(path, timeout=10.0)
+def test_mutant_is_caught_and_blamed(mutant: Mutant, mutant_dir: Path) -> None:
+    result = mutant_run(mutant, mutant_dir)
     failures = [*result.failing(), *result.failing_checks()]
     assert result.verdict == "NOT_PASSED", f"{mutant.name} was not caught"
     assert result.blamed() == mutant.blame, [(f.name, f.blame, f.detail) for f in failures]
@@ -180,10 +192,39 @@ def test_mutant_is_caught_and_blamed(mutant: Mutant, tmp_path: Path) -> None:
         assert mutant.lesson in first, f"the first fix shown is not {mutant.lesson!r}: {first}"
 
 
+# The student with one bug reads the fix first: (line of the first lesson, lines in all) of the
+# report without Part B. The issue's bounds: the first lesson within 15 lines, at most 60 lines.
+ONE_BUG_LAYOUT = {
+    "ragged_k_dropped": (6, 20),
+    "ragged_m_dropped": (6, 25),
+    "off_by_one_tile_end": (6, 20),
+    "assign_not_accumulate": (6, 20),
+    "gelu_wrong_constant": (6, 20),
+    "im2col_column_order": (10, 30),
+    "col2im_assigns": (10, 29),
+}
+FIRST_LESSON_BY, LINES_AT_MOST = 15, 60
+
+
+@pytest.mark.parametrize("name", sorted(ONE_BUG_LAYOUT))
+def test_a_one_bug_report_leads_with_its_lesson_and_is_short(name: str, mutant_dir: Path) -> None:
+    mutant = next(m for m in MUTANTS if m.name == name)
+    lines = render_part_a(mutant_run(mutant, mutant_dir)).splitlines()
+    first = 1 + next(i for i, line in enumerate(lines) if line.lstrip().startswith(FIXES))
+    assert first <= FIRST_LESSON_BY and len(lines) <= LINES_AT_MOST, "\n".join(lines)
+    assert (first, len(lines)) == ONE_BUG_LAYOUT[name], "\n".join(lines)
+    assert lines[0].startswith("NOT PASSED"), "the verdict comes first"
+    if mutant.lesson:
+        assert mutant.lesson in " ".join(" ".join(lines).split()), "the lesson is still there"
+
+
+FIXES = ("fix:", "fix (")
+
+
 def first_fix(report: str) -> str:
     """The first lesson a rendered report shows (a root cause's `fix:`, else a `fix (cases):`)."""
     lines = report.splitlines()
-    fix = ("fix:", "fix (")
+    fix = FIXES
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(fix))
     indent = len(lines[start]) - len(lines[start].lstrip())
     text = [lines[start].strip()]

@@ -1,7 +1,8 @@
 """`tito milestone`: list the milestones and run Milestone 07 (Custom Kernels).
 
     tito milestone list
-    tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b] [--timeout S]
+    tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b | --part-b-only]
+                          [--verbose] [--timeout S]
                           [--grading] [--budget S] [--memory-limit MB] [--plots DIR]
                           [--format {json,prairielearn} [--points FILE]]
 
@@ -49,6 +50,31 @@ def exit_code(verdict: str) -> int:
     return codes.get(verdict, EXIT_ERROR)
 
 
+# The files a Module 17 folder may hold, in the course's names: a folder names exactly one.
+FOLDER_CANDIDATES = ("acceleration.py", "acceleration.ipynb")
+
+
+def folder_impl(impl: str) -> tuple[str, str | None]:
+    """(the file to grade, None) for a folder that holds exactly one Module 17 file; (impl, why)
+    for a folder with none or several, said in one line; (impl, None) for anything else."""
+    if not os.path.isdir(impl):
+        return impl, None
+    found = [
+        os.path.join(impl, n) for n in FOLDER_CANDIDATES if os.path.isfile(os.path.join(impl, n))
+    ]
+    if len(found) == 1:
+        return found[0], None
+    if found:
+        return impl, (
+            f"--impl: the folder {impl!r} holds {' and '.join(FOLDER_CANDIDATES)}: name the one "
+            "to grade"
+        )
+    return impl, (
+        f"--impl: the folder {impl!r} holds no {' nor '.join(FOLDER_CANDIDATES)}: name your "
+        "Module 17 file"
+    )
+
+
 def missing_impl(impl: str) -> str | None:
     """One line saying what --impl names that does not exist (a file or a module), else None.
 
@@ -56,6 +82,8 @@ def missing_impl(impl: str) -> str | None:
     """
     from tinytorch.sandbox.child.load import is_path
 
+    if os.path.isdir(impl):
+        return folder_impl(impl)[1]
     if is_path(impl) or impl.endswith(".ipynb"):
         return None if os.path.exists(impl) else f"--impl: no such file {impl!r}"
     try:
@@ -82,8 +110,14 @@ def run_milestone(
     fmt: str = "json",
     plots: str | None = None,
     points_file: str | None = None,
+    verbose: bool = False,
+    part_b_only: bool = False,
 ) -> int:
     """Part A (the verdict), then Part B (context); print both, optionally write JSON; exit code.
+
+    verbose: every case and check in the report, not only the failing ones. part_b_only: rerun
+    Part B alone (its kernels still checked against Part A first, quietly); the exit code and
+    --json are still Part A's.
 
     plots=DIR also writes a PNG of where each group's first failing case is wrong. The --json file
     is removed before any student code runs and published (tmp file + rename)
@@ -97,6 +131,7 @@ def run_milestone(
     if why:
         print(f"tito milestone run: {why}", file=sys.stderr)
         return EXIT_USAGE
+    impl = folder_impl(impl)[0]
     points = None
     if fmt == "prairielearn":  # read before any grading: a bad points file is a usage error
         from tinytorch.classroom.scoring import load_points
@@ -118,7 +153,10 @@ def run_milestone(
             print(f"tito milestone: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        doc = _graded(impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots)
+        doc = _graded(
+            impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots,
+            verbose=verbose, part_b_only=part_b_only,
+        )  # fmt: skip
     except _UsageError as exc:
         print(f"tito milestone: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -152,6 +190,9 @@ def _graded(
     sizes: str,
     out: TextIO,
     plots: str | None = None,
+    *,
+    verbose: bool = False,
+    part_b_only: bool = False,
 ) -> dict:
     from tinytorch.bench.part_b import run_part_b
     from tinytorch.milestone07 import run_part_a
@@ -170,7 +211,10 @@ def _graded(
         )
     except ValueError as exc:
         raise _UsageError(str(exc)) from exc
-    print(render_part_a(a), file=out, flush=True)
+    if part_b_only:
+        print(f"Part A (not shown, --part-b-only): {a.verdict.replace('_', ' ')}", file=out)
+    else:
+        print(render_part_a(a, verbose=verbose), file=out, flush=True)
     if plots:
         import matplotlib
 
@@ -184,7 +228,7 @@ def _graded(
         names = ", ".join(p.name for p in written) or "none (nothing failed with a drawing)"
         print(f"\ndrawings in {plots}: {names}", file=out, flush=True)
     b = None
-    if part_b and a.verdict != "ERROR":
+    if part_b and a.verdict != "ERROR" and a.load_error is None:  # nothing of it would run
         print("\nPart B: timing (context only, a few seconds)...", file=out, flush=True)
         try:
             b = run_part_b(impl, sizes=sizes, part_a=a)
@@ -265,6 +309,18 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
+        "--part-b-only",
+        action="store_true",
+        help="rerun Part B alone: its table only (Part A still runs first, unprinted, so that a "
+        "kernel that fails it is not credited)",
+    )
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="list every case and deeper check, not only the failing ones",
+    )
+    p.add_argument(
         "--timeout",
         type=positive_seconds,
         default=5.0,
@@ -282,6 +338,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run_parsed(args: argparse.Namespace) -> int:
+    if args.part_b_only and args.no_part_b:
+        print("tito milestone run: --part-b-only and --no-part-b contradict", file=sys.stderr)
+        return EXIT_USAGE
     return run_milestone(
         args.impl,
         seed=args.seed,
@@ -295,6 +354,8 @@ def _run_parsed(args: argparse.Namespace) -> int:
         fmt=args.format,
         plots=args.plots,
         points_file=args.points,
+        verbose=args.verbose,
+        part_b_only=args.part_b_only,
     )
 
 

@@ -94,6 +94,7 @@ class Case:
     params: dict[str, Any]
     rtol: float = field(default=1e-4)
     atol: float = field(default=1e-3)
+    label: str = ""  # its short name within the group ("ragged_all_axes"), for compact reports
 
 
 def _matmul_cases() -> list[Case]:
@@ -129,6 +130,7 @@ def _matmul_cases() -> list[Case]:
                     params={"m": m, "k": k, "n": n, "tile_size": tile},
                     rtol=GEMM_TOL[0],
                     atol=GEMM_TOL[1],
+                    label=label,
                 )
             )
     return cases
@@ -165,6 +167,7 @@ def _gelu_cases() -> list[Case]:
             params=params,
             rtol=ELEMENTWISE_TOL[0],
             atol=ELEMENTWISE_TOL[1],
+            label=label,
         )
         for label, title, lesson, params in specs
     ]
@@ -189,6 +192,7 @@ def _conv_cases() -> list[Case]:
             params=dict(p),
             rtol=GEMM_TOL[0],
             atol=GEMM_TOL[1],
+            label=label,
         )
         for label, title, lesson, p in GEOMETRIES
     ]
@@ -207,6 +211,7 @@ def _col2im_cases() -> list[Case]:
                 params=params,
                 rtol=GEMM_TOL[0],
                 atol=GEMM_TOL[1],
+                label=label,
             )
         )
     return cases

@@ -268,7 +268,9 @@ def _graded_run(
         # timeout seen beside other students), not an error of the module's.
         hung = "timeout" if status == "import_timeout" else "error"
         cases = _all_cases(selected, hung, detail, "Fix the module so that it imports.")
-        return PartAResult("NOT_PASSED", who, seed, cases, [], [], 0.0, timeout)
+        unloaded = PartAResult("NOT_PASSED", who, seed, cases, [], [], 0.0, timeout)
+        unloaded.load_error = detail  # one root cause, for the renderers to say once
+        return unloaded
 
     calls = budget or BudgetedCalls(StudentCalls(box, timeout), None, time.perf_counter())
     unwritten = {f: f"{f} is {state}" for f, state in info["functions"].items() if state != "ok"}

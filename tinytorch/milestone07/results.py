@@ -73,6 +73,7 @@ class PartAResult:
     isolation: dict = field(default_factory=dict)  # the Sandbox's layers: {layer: {active, why}}
     warnings: list[str] = field(default_factory=list)  # reported, never the verdict
     error: str | None = None  # verdict ERROR: what broke in the grader itself
+    load_error: str | None = None  # the module did not import: why (every case carries it too)
 
     def passed(self) -> int:
         """Number of gate cases passed."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
-from tinytorch.milestone07.cases import GROUP_INTRO, GROUPS, HIDDEN_PREFIX
-from tinytorch.milestone07.diagnose import Diagnosis, Lesson, diagnose_result
-from tinytorch.milestone07.results import PartAResult, PartBResult
+from tinytorch.milestone07.cases import CASES_BY_NAME, GROUPS, HIDDEN_PREFIX
+from tinytorch.milestone07.diagnose import FAILURE_LESSONS, Diagnosis, Lesson, diagnose_result
+from tinytorch.milestone07.results import CaseResult, PartAResult, PartBResult
 
 MARK = {
     "pass": "PASS",
@@ -22,7 +23,7 @@ MARK = {
 VERDICT_LINE = {
     "PASS": "PASS: your Module 17 kernels match NumPy on every case.",
     "NOT_PASSED": "NOT PASSED: fix the root causes first, then each lesson, and run again.",
-    "INCOMPLETE": "INCOMPLETE: Module 17 is not finished: write what is listed above, then rerun.",
+    "INCOMPLETE": "INCOMPLETE: Module 17 is not finished: write what is still to write (above), then rerun.",
     "ERROR": "ERROR: the grader itself failed (not your code's fault); report it with this output.",
 }
 
@@ -30,9 +31,10 @@ VERDICT_LINE = {
 _GRADING = " (grading mode: secret until now)"
 
 
-def _wrap(text: str, indent: int = 10, width: int = 100) -> list[str]:
+def _wrap(text: str, indent: int = 10, width: int = 100, hang: int | None = None) -> list[str]:
     pad = " " * indent
-    return textwrap.wrap(text, width=width, initial_indent=pad, subsequent_indent=pad) or []
+    rest = pad if hang is None else " " * hang
+    return textwrap.wrap(text, width=width, initial_indent=pad, subsequent_indent=rest) or []
 
 
 def _err(value: float | None) -> str:
@@ -71,66 +73,199 @@ def _follows(check: str, diag: Diagnosis) -> str:
     return f" (a consequence of {up}: fix that first)" if up else ""
 
 
-def render_part_a(result: PartAResult) -> str:
-    """The Part A table: root causes, each group's cases and lessons, the deeper checks, the verdict."""
+def render_part_a(result: PartAResult, verbose: bool = False) -> str:
+    """The Part A report, the fix first: the verdict; what is still to write; the root causes;
+    each failing function with its lesson and its failing cases named compactly; then one line
+    per passing group and for the deeper checks (every case and check with `verbose`)."""
     diag = diagnose_result(result)
     lines = [
-        "Milestone 07: Custom Kernels. Part A, the pass gate",
-        f"impl {result.impl}   seed {result.seed}{_GRADING if result.grading else ''}   "
-        + f"timeout {result.timeout:g} s per case",
+        _headline(result),
+        (
+            f"Milestone 07: Custom Kernels. Part A, the pass gate: impl {result.impl}, seed "
+            f"{result.seed}{_GRADING if result.grading else ''}, "
+            f"timeout {result.timeout:g} s per case"
+        ),
         "",
     ]
-    lines += render_root_causes(diag)
-    width = max((len(c.name) for c in result.cases), default=20) + 2
-    for group in GROUPS:
-        rows = [c for c in result.cases if c.group == group]
-        if not rows:
-            continue
-        ok = sum(c.status == "pass" for c in rows)
-        lines.append(f"{group}  {ok}/{len(rows)}")
-        lines += _wrap(GROUP_INTRO[group], indent=2)
-        for c in rows:
-            lines.append(
-                f"  {MARK[c.status]:<7} {c.name:<{width}} err {_err(c.max_error)}  {c.seconds * 1e3:7.1f} ms"
-            )
-            if c.status not in ("pass", "incomplete"):  # incomplete: listed once at the end
-                lines += _wrap(f"{c.title}: {c.detail}")
-                lines += _cause(c.name, diag)
-        lines += render_lessons([x for x in diag.lessons_for(group) if not _hidden(x)])
-        lines.append("")
-    if result.checks:
-        ok = sum(c.status == "pass" for c in result.checks)
-        lines.append(f"deeper checks  {ok}/{len(result.checks)}")
-        for c in result.checks:
-            line = f"  {MARK.get(c.status, c.status):<7} {c.name:<22} {c.detail}"[:400]
-            lines.append(line + _follows(c.name, diag))
-        lines.append("")
-    if result.hidden:
-        ok = sum(c.status == "pass" for c in result.hidden)
-        lines.append(f"hidden cases (grading mode, drawn for this run)  {ok}/{len(result.hidden)}")
-        for c in result.hidden:  # the same diagnosis: a cause, or a lesson listed once below
-            lines.append(f"  {MARK[c.status]:<7} {c.name}  {c.title}"[:300])
-            if c.status not in ("pass", "incomplete"):
-                lines += _wrap(f"{c.detail}")
-                lines += _cause(c.name, diag)
-        lines += render_lessons([x for x in diag.lessons if _hidden(x)])
-        lines.append("")
-    if result.warnings or result.error:
-        lines += [f"warning: {w}"[:600] for w in result.warnings]
-        lines += [result.error[:600]] if result.error else []
-        lines.append("")
+    if result.load_error or result.error:  # nothing ran: one cause, not one line per case
+        lines += _render_unloaded(result)
+        lines.append(_footer(result, diag, verbose))
+        return "\n".join(lines)
     if result.missing:
         lines.append("still to write:")
-        lines += [f"  - {m}" for m in result.missing]
+        lines += [line for m in result.missing for line in _wrap(f"- {m}", 2, hang=4)]
         lines.append("")
-    lines.append(_summary(result, diag))
+    lines += render_root_causes(diag)
+    for group in GROUPS:
+        rows = [c for c in result.cases if c.group == group]
+        if rows:
+            lines += _render_group(group, rows, diag, verbose)
+    lines += _render_checks(result, diag, verbose)
+    if result.hidden:
+        lines += _render_hidden(result, diag, verbose)
+    if lines[-1]:
+        lines.append("")
+    if result.warnings:
+        lines += [line for w in result.warnings for line in _wrap(f"note: {w}"[:600], 0)]
+        lines.append("")
+    lines.append(_footer(result, diag, verbose))
     return "\n".join(lines)
 
 
-def _cause(case: str, diag: Diagnosis) -> list[str]:
-    if case not in diag.cause_of:
+def _headline(result: PartAResult) -> str:
+    head = f"{result.verdict.replace('_', ' ')}  {result.passed()}/{len(result.cases)} cases"
+    if result.hidden:
+        head += f", {sum(c.status == 'pass' for c in result.hidden)}/{len(result.hidden)} hidden"
+    if result.checks:
+        head += f", {sum(c.ok for c in result.checks)}/{len(result.checks)} deeper checks"
+    return head + f"  ({result.seconds:.1f} s)"
+
+
+def _render_unloaded(result: PartAResult) -> list[str]:
+    """A module that does not import (or a grader that broke): the one error, said once."""
+    if result.error:
+        return [*_wrap(result.error, 2), ""]
+    lines = ["root cause first: your module does not import, so no case ran"]
+    lines += _wrap(str(result.load_error), 2)
+    lines += _wrap(f"fix: {FAILURE_LESSONS['unloadable']}", 2)
+    return [*lines, ""]
+
+
+def compact_cases(names: Sequence[str], limit: int = 6) -> str:
+    """Failing cases named by their label within the group, tile sizes gathered:
+    "ragged_all_axes, k1 (tile 64, 16, 7 each)" or "pad1, k5_pad2"."""
+    tiles: dict[str, list[str]] = {}
+    for name in names:
+        case = CASES_BY_NAME.get(name)
+        label = case.label if case is not None and case.label else name
+        tile = case.params.get("tile_size") if case is not None else None
+        tiles.setdefault(label, []).extend([str(tile)] if tile is not None else [])
+    labels = list(tiles)
+    more = f" and {len(labels) - limit} more" if len(labels) > limit else ""
+    shown = labels[:limit]
+    sizes = {tuple(tiles[label]) for label in shown}
+    if len(sizes) == 1 and next(iter(sizes)):
+        each = " each" if len(shown) > 1 else ""
+        return f"{', '.join(shown)}{more} (tile {', '.join(next(iter(sizes)))}{each})"
+    parts = [f"{lab} (tile {', '.join(tiles[lab])})" if tiles[lab] else lab for lab in shown]
+    return ", ".join(parts) + more
+
+
+def _failing(rows: Sequence[CaseResult]) -> list[CaseResult]:
+    return [c for c in rows if c.status not in ("pass", "incomplete")]
+
+
+def _render_group(group: str, rows: list[CaseResult], diag: Diagnosis, verbose: bool) -> list[str]:
+    """One line for a passing or unwritten group; a failing one leads with its fix."""
+    ok = sum(c.status == "pass" for c in rows)
+    failing = _failing(rows)
+    todo = sum(c.status == "incomplete" for c in rows)
+    if not failing:
+        what = "PASS" if ok == len(rows) else "TODO"
+        line = f"{group:<14} {what}  {ok}/{len(rows)}"
+        line += " (not written yet: see above)" if todo else ""
+        return [line, *(_case_rows(rows, diag) if verbose else [])]
+    names = [c.name for c in failing]
+    lines = _wrap(
+        f"{group:<14} FAIL  {len(failing)} of {len(rows)} cases: {compact_cases(names)}", 0, hang=2
+    )
+    lines += _render_causes(names, diag)
+    every = {c.name for c in failing}
+    for lesson in diag.lessons_for(group):
+        if lesson.cases[0].startswith(HIDDEN_PREFIX):
+            continue
+        published = [n for n in lesson.cases if not n.startswith(HIDDEN_PREFIX)]
+        hidden = len(lesson.cases) - len(published)
+        whom = f"all {len(published)}" if set(published) == every else compact_cases(published)
+        whom += f" and {hidden} hidden" if hidden else ""
+        lines += _wrap(f"fix ({whom}): {lesson.text}", 2)
+    first = failing[0]
+    lines += _wrap(f"first failure: {first.title}: {first.detail}"[:360], 4)
+    if verbose:
+        lines += _case_rows(rows, diag)
+    return [*lines, ""]
+
+
+def _render_causes(names: Sequence[str], diag: Diagnosis) -> list[str]:
+    """The failing cases that a root cause explains, by cause."""
+    by_cause: dict[str, list[str]] = {}
+    for name in names:
+        if name in diag.cause_of:
+            by_cause.setdefault(diag.cause_of[name], []).append(name)
+    lines = []
+    for check, cases in by_cause.items():
+        whom = f"all {len(cases)}" if len(cases) == len(names) else compact_cases(cases)
+        n = next(i for i, r in enumerate(diag.root_causes, 1) if r.check == check)
+        lines += _wrap(f"cause ({whom}): {check} (root cause {n}, above)", 2)
+    return lines
+
+
+def _case_rows(rows: Sequence[CaseResult], diag: Diagnosis) -> list[str]:
+    """--verbose: one row per case, its error and time; a failing one's detail below it."""
+    width = max(len(c.name) for c in rows) + 2
+    lines = []
+    for c in rows:
+        lines.append(
+            f"  {MARK[c.status]:<7} {c.name:<{width}} err {_err(c.max_error)}  {c.seconds * 1e3:7.1f} ms"
+        )
+        if c.status not in ("pass", "incomplete"):
+            lines += _wrap(f"{c.title}: {c.detail}")
+    return lines
+
+
+# What a passing check vouches for, where its detail also reports what the cases grade.
+PASS_MEANS = {"tiling audit": "tiled (the values are the cases' to grade)"}
+
+
+def _render_checks(result: PartAResult, diag: Diagnosis, verbose: bool) -> list[str]:
+    checks = result.checks
+    if not checks:
         return []
-    return _wrap(f"cause: {diag.cause_of[case]} (root cause, above)")
+    ok = [c for c in checks if c.ok]
+    if len(ok) == len(checks) and not verbose:
+        return [f"{'deeper checks':<14} PASS  {len(ok)}/{len(checks)}"]
+    if all(c.status in ("incomplete", "not_run") for c in checks if not c.ok) and not ok:
+        return [f"{'deeper checks':<14} TODO  0/{len(checks)} (they call the functions above)"]
+    lines = [f"{'deeper checks':<14} {len(ok)}/{len(checks)}"]
+    roots = [r.check for r in diag.root_causes]
+    for c in checks:
+        mark = MARK.get(c.status, c.status)
+        if c.ok:
+            if verbose:
+                means = f"{PASS_MEANS[c.name]}: " if c.name in PASS_MEANS else ""
+                lines.append(f"  {mark:<7} {c.name:<22} {means}{c.detail}"[:400])
+            continue
+        if c.name in roots:
+            lines.append(f"  {mark:<7} {c.name} (root cause {roots.index(c.name) + 1}, above)")
+        elif c.name in diag.consequence_of:
+            lines.append(f"  {mark:<7} {c.name}{_follows(c.name, diag)}")
+        else:
+            lines += _wrap(f"{mark:<7} {c.name}: {c.detail}"[:600], 2)
+            if c.lesson and c.status == "not_observed":
+                lines += _wrap(f"fix: {c.lesson}", 10)
+    if ok and not verbose:
+        lines += _wrap("pass: " + ", ".join(c.name for c in ok), 2)
+    return [*lines, ""]
+
+
+def _render_hidden(result: PartAResult, diag: Diagnosis, verbose: bool) -> list[str]:
+    rows = result.hidden
+    ok = sum(c.status == "pass" for c in rows)
+    title = "hidden cases (grading mode, drawn for this run)"
+    failing = _failing(rows)
+    if not failing and not verbose:
+        return [f"{title}  PASS  {ok}/{len(rows)}"]
+    lines = [f"{title}  {ok}/{len(rows)}"]
+    if failing:
+        lines += _wrap("failing: " + _names([c.name for c in failing], 6), 2)
+    lines += _render_causes([c.name for c in failing], diag)
+    lines += render_lessons([x for x in diag.lessons if _hidden(x)])
+    if verbose:
+        for c in rows:
+            lines.append(f"  {MARK[c.status]:<7} {c.name}  {c.title}"[:300])
+            if c.status not in ("pass", "incomplete"):
+                lines += _wrap(f"{c.detail}")
+    return [*lines, ""]
 
 
 def _hidden(lesson: Lesson) -> bool:
@@ -143,30 +278,29 @@ def render_lessons(lessons: list[Lesson]) -> list[str]:
     return [line for x in lessons for line in _wrap(f"fix ({_names(x.cases, 4)}): {x.text}", 2)]
 
 
-def _summary(result: PartAResult, diag: Diagnosis) -> str:
-    checks = result.checks
-    ok_checks = sum(c.ok for c in checks)
-    head = f"{result.verdict.replace('_', ' ')}  {result.passed()}/{len(result.cases)} cases"
-    if result.hidden:
-        head += f", {sum(c.status == 'pass' for c in result.hidden)}/{len(result.hidden)} hidden"
-    if checks:
-        head += f", {ok_checks}/{len(checks)} deeper checks"
-    head += f"  ({result.seconds:.1f} s)"
-    lines = [head, VERDICT_LINE.get(result.verdict, result.verdict)]
+def _footer(result: PartAResult, diag: Diagnosis, verbose: bool) -> str:
+    """The verdict again, saying only what the report above printed, then what to run next."""
     if result.verdict == "NOT_PASSED":
-        if diag.root_causes:
-            lines += _wrap("root cause: " + ", ".join(r.check for r in diag.root_causes), 2)
-        failing = [c.name for c in result.failing()]
-        failing += [c.name for c in result.hidden if c.status != "pass"]
-        if failing:
-            lines += _wrap("failing: " + _names(failing, 6), indent=2)
-    unseen = [c.name for c in checks if c.status == "not_observed"]
-    if unseen:
-        lines += _wrap(f"not verified, so not passed: {', '.join(unseen)}", indent=2)
-    if diag.not_run:
-        lines += _wrap(f"not run: {', '.join(diag.not_run)}", indent=2)
-    if result.blamed() and result.verdict == "NOT_PASSED":
+        if result.load_error:
+            what = "fix the import error above, and run again."
+        elif diag.root_causes and diag.lessons:
+            what = "fix the root cause first, then each lesson, and run again."
+        elif diag.root_causes:
+            what = "fix the root cause above, and run again."
+        elif diag.lessons:
+            what = "fix what each lesson above says, and run again."
+        else:
+            what = "see the deeper checks above, and run again."
+        lines = [f"NOT PASSED: {what}"]
+    else:
+        lines = [VERDICT_LINE.get(result.verdict, result.verdict)]
+    if result.blamed() and result.verdict == "NOT_PASSED" and not result.load_error:
         lines.append("  look at: " + ", ".join(sorted(result.blamed())))
+    if not verbose and not result.load_error and not result.error:
+        more = "--verbose lists every case with its error and time"
+        if result.verdict == "NOT_PASSED":
+            more += "; --plots DIR draws where each group's first failure is wrong"
+        lines += _wrap(f"({more})", 2)
     return "\n".join(lines)
 
 
