@@ -57,6 +57,43 @@ def test_incomplete_exits_1(tmp_path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "INCOMPLETE" in capsys.readouterr().out
 
 
+def test_a_file_that_does_not_import_is_one_root_cause_and_no_part_b(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "acceleration.py"
+    broken.write_text("import numpy as np\ndef tiled_matmul(a, b tile_size=64):\n    pass\n")
+    assert _tito("run", "07", "--impl", str(broken)) == 1  # Part B asked for, and not run
+    out = capsys.readouterr().out
+    assert out.startswith("NOT PASSED") and len(out.splitlines()) <= 12, out
+    assert out.count("SyntaxError") == 1 and "line 2" in out  # the error, its file and line, once
+    assert "Part B" not in out
+
+
+@pytest.mark.parametrize("holds", [(), ("acceleration.py", "acceleration.ipynb")])
+def test_a_folder_without_exactly_one_module_17_file_is_a_usage_error(
+    holds: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in holds:
+        (tmp_path / name).write_text("")
+    assert _tito("run", "07", "--impl", str(tmp_path), "--no-part-b") == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert "acceleration.py" in captured.err
+
+
+def test_a_folder_with_one_module_17_file_grades_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "acceleration.py").write_text(BASE.read_text())
+    assert _tito("run", "07", "--impl", str(tmp_path), "--no-part-b") == 0
+    assert str(tmp_path / "acceleration.py") in capsys.readouterr().out
+
+
+def test_part_b_only_and_no_part_b_together_are_a_usage_error(capsys) -> None:
+    assert _tito("run", "07", "--part-b-only", "--no-part-b") == 2
+    assert "contradict" in capsys.readouterr().err
+
+
 def test_a_missing_impl_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert _tito("run", "07", "--impl", "tinytorch.no_such_module_m07", "--no-part-b") == 2
     captured = capsys.readouterr()

@@ -166,9 +166,10 @@ def _render_group(group: str, rows: list[CaseResult], diag: Diagnosis, verbose: 
         line += " (not written yet: see above)" if todo else ""
         return [line, *(_case_rows(rows, diag) if verbose else [])]
     names = [c.name for c in failing]
-    lines = _wrap(
-        f"{group:<14} FAIL  {len(failing)} of {len(rows)} cases: {compact_cases(names)}", 0, hang=2
-    )
+    kinds = {MARK[c.status]: sum(x.status == c.status for x in failing) for c in failing}
+    how = f" ({', '.join(f'{n} {k}' for k, n in kinds.items())})" if set(kinds) != {"FAIL"} else ""
+    head = f"{group:<14} FAIL  {len(failing)} of {len(rows)} cases{how}: {compact_cases(names)}"
+    lines = _wrap(head, 0, hang=2)
     lines += _render_causes(names, diag)
     every = {c.name for c in failing}
     for lesson in diag.lessons_for(group):
@@ -180,7 +181,7 @@ def _render_group(group: str, rows: list[CaseResult], diag: Diagnosis, verbose: 
         whom += f" and {hidden} hidden" if hidden else ""
         lines += _wrap(f"fix ({whom}): {lesson.text}", 2)
     first = failing[0]
-    lines += _wrap(f"first failure: {first.title}: {first.detail}"[:360], 4)
+    lines += _wrap(f"first {MARK[first.status]}: {first.title}: {first.detail}"[:400], 4)
     if verbose:
         lines += _case_rows(rows, diag)
     return [*lines, ""]
