@@ -141,7 +141,7 @@ def test_the_gelu_block_states_each_rows_passes_over_memory(monkeypatch) -> None
     }
     problem = profiling.gelu(m, n)
     rows = [
-        part_b._row(problem, backend, {"status": "ok", "value": value, "wall_s": 60.0})
+        part_b.bench_row(problem, backend, {"status": "ok", "value": value, "wall_s": 60.0})
         for backend, value in replies.items()
     ]
     assert all(r.status == "ok" and r.gbps for r in rows), rows
@@ -149,12 +149,21 @@ def test_the_gelu_block_states_each_rows_passes_over_memory(monkeypatch) -> None
     lines = render_part_b(PartBResult(rows, [], 1.0, [], ceilings)).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(problem.name))
     block = {line.split()[1]: line for line in lines[start + 1 : start + 4]}
-    assert "9 passes over memory, each into a new array: 8 temporaries" in block["unfused_gelu"]
-    assert "9 in-place passes over memory, 2 buffers" in block["fused_gelu"]
+    assert "reference" not in block["unfused_gelu"] + block["fused_gelu"]  # the student's rows
     assert "C++ fused kernel (avx2, OpenMP, 2 threads): 1 pass over memory" in block["simd"]
     fusion = lines[lines.index(next(x for x in lines if x.startswith("fusion:"))) :]
     for backend in replies:
-        assert any(line.startswith(f"  {backend} ") and "passes" in line for line in fusion)
+        assert any(line.startswith(f"  {backend} ") and "pass" in line for line in fusion)
+    said = " ".join(" ".join(fusion).split())  # the reference's counts, said as the reference's
+    assert "the reference's unfused_gelu makes 9 passes over memory, each into a new array" in said
+    assert "its fused_gelu 9 in-place passes into 2 buffers" in said
+
+
+def test_a_time_under_one_pass_is_marked_impossible_never_stated() -> None:
+    row = BenchRow("gelu 8x8", "gelu", "c++ simd", "ok", 0.001, None, 40.0, "C++", bytes=512.0)
+    ceilings = profiling.Ceilings({1: 90.0}, {1: 20.0}, "test").to_dict()  # 20 GB/s < 40 GB/s
+    text = render_part_b(PartBResult([row], [], 1.0, [], ceilings))
+    assert "as long as < 1 pass: impossible (0.5" in text and "as long as   0.5" not in text
 
 
 def test_tito_info_part_b_the_torch_worker_and_mps_give_one_torch_hint(monkeypatch):

@@ -317,6 +317,17 @@ def _num(value: float | None, width: int, digits: int) -> str:
     return f"{value:{width}.{digits}f}" if value is not None else "-".rjust(width)
 
 
+def _passes(passes: float) -> str:
+    """A time in passes at the measured copy bandwidth; under one pass cannot happen (a kernel
+    must read and write the array once), so it is marked, never printed as a fact."""
+    if passes >= 1.0:
+        return f"as long as {passes:5.1f} passes"
+    return (
+        f"as long as < 1 pass: impossible ({passes:.1f} by the copy bandwidth measured at another "
+        "moment): rerun on a quiet machine"
+    )
+
+
 def render_grade_lines(result: dict) -> list[str]:
     """`tito grade`'s summary below its headline, from its report dict (cases, checks and the
     JSON diagnosis): the root causes and their fixes first, then each failing case and check,
@@ -349,6 +360,7 @@ def render_grade_lines(result: dict) -> list[str]:
 def render_part_b(result: PartBResult) -> str:
     """The Part B table: one block per problem with the timed backends (rate, spread, load, flags),
     then each backend that was not timed, once, with its full reason; warnings last."""
+    from tinytorch.bench.tasks import reference_passes  # tasks imports the registry: not at top
     lines = [
         "Part B, context (never the verdict): the same problems on other kernels",
         "rate from the median; spread = (q3 - q1) / median of the samples; load = cores other",
@@ -391,10 +403,8 @@ def render_part_b(result: PartBResult) -> str:
             "fusion: each GELU pass reads and writes the whole array; at copy bandwidth one pass "
             f"of {fusion[0].problem} takes {fusion[0].bytes / ceil['copy_gbs'] / 1e6:.2f} ms"
         )
-        for r in fusion:
-            lines.append(
-                f"  {r.backend:<{width}}as long as {ceil['copy_gbs'] / r.gbps:5.1f} passes"
-            )
+        lines += [f"  {r.backend:<{width}}{_passes(ceil['copy_gbs'] / r.gbps)}" for r in fusion]
+        lines += _wrap(f"for comparison, {reference_passes()}", 2)
         lines.append("")
     lines.append("backends")
     listed = set()
