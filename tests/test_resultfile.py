@@ -130,7 +130,7 @@ def test_a_grader_bug_outside_part_a_still_writes_an_error_result(
 ) -> None:
     import tinytorch.milestone07 as m07
 
-    def broken(*args: object) -> str:
+    def broken(*args: object, **kwargs: object) -> str:
         raise RuntimeError("renderer broke")
 
     monkeypatch.setattr(m07, "render_part_a", broken)
