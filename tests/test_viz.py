@@ -422,6 +422,30 @@ def test_im2col_explorer_follows_the_output_and_names_a_bad_geometry():
     assert view.error is None
 
 
+def test_the_explorers_ranges_follow_the_geometry():
+    view = Im2colExplorer(c=1, h=9, w=7, k=3, stride=2, padding=0)  # a 4x3 output
+    assert (view.sliders["out_row"].max, view.sliders["out_col"].max) == (3, 2)
+    view.sliders["out_row"].value = 3
+    view.sliders["stride"].value = 3  # now 3x2: the row slider shrinks, its value with it
+    assert view.sliders["out_row"].max == 2 and view.sliders["out_row"].value == 2
+    assert view.kwargs()["field"] == (2, 0) and view.error is None
+    assert TileExplorer().sliders["tile"].max >= 64  # the gate's tile 64 can be explored
+
+
+def test_the_tile_figure_says_one_product_and_calls_a_full_last_block_full():
+    one = draw_ragged_tiles(10, 10, 5, 8)  # K=5 < tile 8: one ragged block
+    assert "sums 1 K-block product:" in one._suptitle.get_text()
+    full = draw_ragged_tiles(10, 10, 16, 8)  # the tile divides K: no ragged K-block
+    legend = " ".join(t.get_text() for t in full.legends[0].get_texts())
+    assert "ragged last K-block" not in legend and "2 K-block products" in full._suptitle.get_text()
+    ragged = draw_ragged_tiles(10, 10, 13, 8)
+    assert "ragged last K-block (5 of 8)" in " ".join(
+        t.get_text() for t in ragged.legends[0].get_texts()
+    )
+    for fig in (one, full, ragged):
+        plt.close(fig)
+
+
 def test_ragged_k_labels_stay_inside_their_blocks():
     fig = draw_ragged_tiles(37, 23, 29, 7)
     ax_a = fig.axes[0]

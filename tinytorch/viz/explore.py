@@ -28,23 +28,33 @@ class _Explorer:
         self.status = w.HTML()
         self.out = w.Output()
         self.out.add_class(f"tt-{name}-out")  # a stable handle for the browser test
-        rows = [w.HBox(list(sliders.values())[i : i + 4]) for i in range(0, len(sliders), 4)]
+        self.out.layout.min_height = "430px"  # a redraw keeps the page where it was
+        rows = [w.HBox(list(sliders.values())[i : i + 2]) for i in range(0, len(sliders), 2)]
         self.widget = w.VBox([*rows, self.status, self.out])
+        self._adjusting = False  # a slider range being moved to follow the geometry: no redraw
         for s in sliders.values():
             s.observe(self._changed, names="value")
+        self.follow()
         self.refresh()
 
     def values(self) -> dict[str, int]:
         return {name: int(s.value) for name, s in self.sliders.items()}
 
     def _changed(self, _change: dict[str, Any]) -> None:
+        if self._adjusting:
+            return
+        self.follow()
         self.refresh()
+
+    def follow(self) -> None:
+        """Move slider ranges that depend on others (none by default)."""
 
     def kwargs(self) -> dict[str, Any]:
         return self.values()
 
     def refresh(self) -> None:
         self.redraws += 1
+        self.status.value = "<i style='color:#555'>drawing...</i>"  # busy until the figure shows
         self.out.clear_output(wait=True)
         try:
             fig = self.draw(**self.kwargs())
@@ -74,7 +84,8 @@ def _slider(description: str, value: int, low: int, high: int) -> Any:
         max=high,
         description=description,
         continuous_update=False,  # redraw on release: a figure takes ~0.3 s
-        layout=w.Layout(width="240px"),
+        layout=w.Layout(width="440px"),  # a track of about 340 px: one step is several px
+        style={"description_width": "70px"},
     )
 
 
@@ -87,7 +98,7 @@ class TileExplorer(_Explorer):
                 "m": _slider("M", m, 1, 80),
                 "n": _slider("N", n, 1, 80),
                 "k": _slider("K", k, 1, 80),
-                "tile": _slider("tile", tile, 1, 32),
+                "tile": _slider("tile", tile, 1, 64),  # the gate's largest tile, 64
             },
             draw_ragged_tiles,
             "tiles",
@@ -115,11 +126,29 @@ class Im2colExplorer(_Explorer):
             "im2col",
         )
 
-    def kwargs(self) -> dict[str, Any]:
+    def output_size(self) -> tuple[int, int]:
+        """(oh, ow) of the geometry the sliders set (0 or less: no output)."""
         v = self.values()
         oh = (v["h"] + 2 * v["padding"] - v["k"]) // v["stride"] + 1
         ow = (v["w"] + 2 * v["padding"] - v["k"]) // v["stride"] + 1
-        # The highlighted position follows the output when a slider shrinks it.
+        return oh, ow
+
+    def follow(self) -> None:
+        """The output position's sliders run over the real output, 0 .. oh-1 and 0 .. ow-1."""
+        oh, ow = self.output_size()
+        self._adjusting = True
+        try:
+            for name, size in (("out_row", oh), ("out_col", ow)):
+                slider = self.sliders[name]
+                slider.max = max(size - 1, 0)  # ipywidgets clamps the value with it
+                slider.value = min(slider.value, slider.max)
+        finally:
+            self._adjusting = False
+
+    def kwargs(self) -> dict[str, Any]:
+        v = self.values()
+        oh, ow = self.output_size()
+        # The highlighted position stays within the output, whatever a caller set.
         v["out_row"] = min(v["out_row"], max(oh - 1, 0))
         v["out_col"] = min(v["out_col"], max(ow - 1, 0))
         return {

@@ -199,11 +199,13 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
 
     handles = [Rectangle((0, 0), 1, 1, facecolor=TILE_COLOURS[kind]) for kind in TILE_COLOURS]
     labels = [f"{TILE_LABELS[kind]}: {layout.count(kind)}" for kind in TILE_COLOURS]
-    handles.append(Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"))
-    labels.append(f"ragged last K-block ({layout.k_blocks[-1].size} of {tile})")
+    if layout.k_blocks[-1].ragged:  # a full last block (the tile divides K) is not ragged
+        handles.append(Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"))
+        labels.append(f"ragged last K-block ({layout.k_blocks[-1].size} of {tile})")
     fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    products = "1 K-block product" if n_k == 1 else f"{n_k} K-block products"
     fig.suptitle(
-        f"The red corner tile of C sums {n_k} K-block products: "
+        f"The red corner tile of C sums {products}: "
         f"C[i, j] += A[i, k] @ B[k, j] for each k-block (use +=, not =)",
         fontsize=10,
     )
