@@ -65,25 +65,24 @@ BUDGET = None  # seconds for the whole gate, then the rest is TIMEOUT (tito grad
 # %%
 # %matplotlib inline
 import matplotlib.pyplot as plt
-from IPython.display import display
+from IPython.display import HTML, display
 
 from tinytorch import milestone07 as m07
 from tinytorch import viz
-from tinytorch.bench.part_b import run_part_b
-from tinytorch.render.json_doc import to_json
 from tinytorch.render.notebook_record import cases_bundle, checks_bundle, show, verdict_bundle
-from tinytorch.render.terminal import render_part_b
+from tinytorch.render.notebook_tables import cases_lead_html
 from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.widget import TileHeatmap
 
 
 def walk(group: str):
-    """Run one group of the gate on IMPL and show each case, then draw its first failing case."""
+    """One group of the gate on IMPL: verdict and lesson, the first failure drawn, the table."""
     names = [case.name for case in m07.CASES if case.group == group]
     result = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT, cases=names, checks=False)
     print(m07.GROUP_INTRO[group])
-    show(cases_bundle(result.cases, stage=group))
+    display(HTML(cases_lead_html(result.cases)))
     viz.show_failures(result.cases)  # drawn from the graded output: nothing of yours reruns
+    show(cases_bundle(result.cases, stage=group, lead=False))
     return result
 
 
@@ -217,7 +216,7 @@ display(heatmap.widget)
 # - **noisy: rerun** marks a figure whose samples disagree, one timed while other processes kept the
 #   CPUs busy, or a baseline that came out slower than your kernel. To rerun Part B alone, run the
 #   next cell again (Part A's result is kept in `part_a`), or call
-#   `run_part_b(IMPL, part_a=part_a)` when the machine is quiet.
+#   `m07.run_part_b(IMPL, part_a=part_a)` when the machine is quiet.
 #
 # The roofline puts every run under the machine's ceilings, measured by Part B itself: the FMA peak
 # (compute) and the copy bandwidth (memory).
@@ -227,9 +226,9 @@ from tinytorch.profiling import Ceilings
 
 native = viz.native.native_status()
 print(viz.native.native_status_text(native))
-part_b = None if PART_B == "off" else run_part_b(IMPL, sizes=PART_B, part_a=part_a)
+part_b = None if PART_B == "off" else m07.run_part_b(IMPL, sizes=PART_B, part_a=part_a)
 if part_b is not None:
-    print(render_part_b(part_b))
+    print(m07.render_part_b(part_b))
     ceilings = Ceilings.from_dict(part_b.ceilings) if part_b.ceilings else None
     viz.draw_throughput(part_b.rows, ceilings)
     plt.show()
@@ -243,6 +242,6 @@ if part_b is not None:
 # The verdict below is what `tito grade` records: PASS when all 30 cases and every deeper check hold.
 
 # %% tags=["summary"]
-from tinytorch.profiling.environment import environment
+from tinytorch.cli.info import environment
 
-show(verdict_bundle(to_json(part_a, part_b, env=environment())))
+show(verdict_bundle(m07.to_json(part_a, part_b, env=environment())))

@@ -233,6 +233,28 @@ def test_case_tables_show_each_lesson_once_for_failures_only():
     )
 
 
+def test_case_tables_lead_with_the_fix_fold_passing_rows_and_show_code_as_code():
+    fail = _case("fail", lesson="clip the end with `min(i0 + tile_size, M)`, then rerun")
+    page = cases_html([_case("pass"), fail])
+    assert page.index("<code>min(i0 + tile_size, M)</code>") < page.index("<table>")
+    assert "`" not in page.split("<table>")[0]  # no literal backticks in the lesson
+    assert page.index("<table>") < page.index("<details><summary>1 passing case(s)")
+    assert "<details>" not in cases_html([_case("pass"), fail], compact=True)
+
+
+def test_the_summary_names_what_to_fix_first():
+    from tinytorch.render.notebook_record import verdict_bundle
+
+    cause = {"check": "im2col layout", "blame": ["im2col"], "lesson": "Order the `columns`."}
+    doc = {"verdict": "NOT_PASSED", "cases": [], "diagnosis": {"root_causes": [cause]}}
+    bundle = verdict_bundle(doc)
+    assert "Fix first:</b> the root cause, im2col layout (im2col)" in bundle["text/html"]
+    assert "<code>columns</code>" in bundle["text/html"]
+    lesson = {"group": "tiled_matmul", "text": "Cover the ragged tile.", "cases": ["a"]}
+    doc["diagnosis"] = {"root_causes": [], "lessons": [lesson]}
+    assert "fix first: tiled_matmul: Cover the ragged tile." in verdict_bundle(doc)["text/plain"]
+
+
 def test_case_table_leads_with_the_root_cause_and_points_cases_to_it():
     fail = _case("fail", lesson="pad both sides")
     fail.group = "im2col_conv2d"

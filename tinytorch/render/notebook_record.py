@@ -29,8 +29,11 @@ def cases_bundle(
     compact: bool = False,
     checks: Sequence[Any] = (),
     hidden: Sequence[Any] = (),
+    lead: bool = True,
 ) -> dict[str, Any]:
     """A display bundle: the case table for people (compact: failures only), the dicts for the grader.
+
+    lead=False: the table without its verdict and lessons (shown above it with cases_lead_html).
 
     `checks` (the same run's deeper checks) lets the table lead with the root cause; `hidden`
     (grading mode's hidden cases) join the table and its diagnosis, so it says what the JSON
@@ -38,9 +41,10 @@ def cases_bundle(
     """
     from tinytorch.render.notebook_tables import cases_html, cases_text
 
+    html = cases_html(results, compact=compact, checks=checks, hidden=hidden, lead=lead)
     return {
         CASES_MIME: {"stage": stage, "cases": [as_dict(r) for r in results]},
-        "text/html": cases_html(results, compact=compact, checks=checks, hidden=hidden),
+        "text/html": html,
         "text/plain": cases_text(results, checks, hidden),
     }
 
@@ -57,16 +61,18 @@ def checks_bundle(checks: Sequence[Any]) -> dict[str, Any]:
 
 def verdict_bundle(payload: dict[str, Any]) -> dict[str, Any]:
     """The verdict payload (milestone07.to_json) with a headline for people."""
-    from tinytorch.render.notebook_tables import verdict_html
+    from tinytorch.render.notebook_tables import first_fix, verdict_html
 
     cases = payload.get("cases", [])
     passed = sum(c.get("status") == "pass" for c in cases)
     verdict = str(payload.get("verdict"))
     missing = payload.get("missing", []) or []
+    fix = first_fix(payload.get("diagnosis") or {}) if verdict == "NOT_PASSED" else ""
+    plain = f"Milestone 07: {verdict} ({passed}/{len(cases)} gate cases)"
     return {
         VERDICT_MIME: payload,
-        "text/html": verdict_html(verdict, passed, len(cases), missing),
-        "text/plain": f"Milestone 07: {verdict} ({passed}/{len(cases)} gate cases)",
+        "text/html": verdict_html(verdict, passed, len(cases), missing, fix),
+        "text/plain": plain + (f"; fix first: {fix}" if fix else ""),
     }
 
 

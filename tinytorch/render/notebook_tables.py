@@ -25,6 +25,14 @@ def _err(value: float | None) -> str:
     return "" if value is None else f"{value:.2e}"
 
 
+def code_html(text: str) -> str:
+    """Escaped text whose `backtick` spans show as code, as in the lessons' source."""
+    parts = html.escape(text).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: shown as it is
+        return html.escape(text)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
 def _names(names: Sequence[str], limit: int = 6) -> str:
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(f"<code>{html.escape(n)}</code>" for n in names[:limit]) + more
@@ -42,14 +50,14 @@ def diagnosis_html(diag: Diagnosis) -> str:
                 if r.consequences
                 else ""
             )
-            + (f"<br><b>Fix:</b> {html.escape(r.lesson)}" if r.lesson else "")
+            + (f"<br><b>Fix:</b> {code_html(r.lesson)}" if r.lesson else "")
             + "</li>"
             for r in diag.root_causes
         )
         parts.append(f"<p style='color:#a00'><b>Root cause first</b></p><ol>{items}</ol>")
     if diag.lessons:
         items = "".join(
-            f"<li>{html.escape(item.text)}<br><small>for {_names(item.cases)}</small></li>"
+            f"<li>{code_html(item.text)}<br><small>for {_names(item.cases)}</small></li>"
             for item in diag.lessons
         )
         parts.append(f"<p><b>Lessons</b> (each once, with its cases)</p><ul>{items}</ul>")
@@ -78,32 +86,49 @@ def cases_html(
     compact: bool = False,
     checks: Sequence[Any] = (),
     hidden: Sequence[Any] = (),
+    lead: bool = True,
 ) -> str:
-    """One row per case (status, title, max error and where), then the diagnosis.
+    """The fix first, then the table: the verdict line, the root cause and each lesson once (its
+    cases named), then one row per failing case (status, title, max error and where), the passing
+    rows folded away below them.
 
-    A failing row says what is wrong and points to its root cause; each lesson is listed once below
-    the table with its cases. compact=True lists only the cases that did not pass (the full gate).
-    `checks` (the deeper checks of the same run) lets the diagnosis lead with a root cause;
-    `hidden` (grading mode's hidden cases) go through the same diagnosis, below the published ones.
+    compact=True leaves the passing rows out (the full gate). `checks` (the deeper checks of the
+    same run) lets the diagnosis lead with a root cause; `hidden` (grading mode's hidden cases) go
+    through the same diagnosis, below the published ones. lead=False: the table only (the notebook
+    showed cases_lead_html above it, then the drawing).
     """
     diag = diagnose([*results, *hidden], checks)  # = diagnose_result of the run: what the JSON says
-    rows = [_row(r, diag) for r in results if not (compact and r.status == "pass")]
+    failing = [_row(r, diag) for r in results if r.status != "pass"]
+    passing = [_row(r, diag) for r in results if r.status == "pass"]
     secret = [_row(r, diag) for r in hidden if not (compact and r.status == "pass")]
     if secret:
         title = "hidden cases (grading mode, drawn for this run)"
-        rows += [f"<tr><th colspan='4' style='text-align:left'>{title}</th></tr>", *secret]
+        failing += [f"<tr><th colspan='4' style='text-align:left'>{title}</th></tr>", *secret]
+    head = cases_lead_html(results, checks=checks, hidden=hidden) if lead else ""
+    header = (
+        "<tr><th>status</th><th style='text-align:left'>case</th><th>max abs error</th>"
+        "<th>time</th></tr>"
+    )
+    table = f"<table>{header}{''.join(failing)}</table>" if failing else ""
+    if passing and not compact:
+        table += (
+            f"<details><summary>{len(passing)} passing case(s)</summary>"
+            f"<table>{header}{''.join(passing)}</table></details>"
+        )
+    return head + table
+
+
+def cases_lead_html(
+    results: Sequence[Any], *, checks: Sequence[Any] = (), hidden: Sequence[Any] = ()
+) -> str:
+    """What to fix, before any table: the verdict of these cases, the root cause, each lesson."""
+    diag = diagnose([*results, *hidden], checks)
     passed = sum(r.status == "pass" for r in results)
     more = f", {sum(r.status == 'pass' for r in hidden)}/{len(hidden)} hidden" if hidden else ""
-    head = f"<p><b>{passed}/{len(results)} cases pass{more}</b></p>"
-    lead = diagnosis_html(Diagnosis(root_causes=diag.root_causes)) if diag.root_causes else ""
-    if compact and not rows:
-        return head + lead
-    table = (
-        "<table><tr><th>status</th><th style='text-align:left'>case</th><th>max abs error</th>"
-        f"<th>time</th></tr>{''.join(rows)}</table>"
-    )
-    rest = diagnosis_html(Diagnosis(lessons=diag.lessons))
-    return head + lead + table + rest
+    ok = passed == len(results) and all(r.status == "pass" for r in hidden)
+    word = _badge("pass" if ok else "fail")
+    head = f"<p>{word} <b>{passed}/{len(results)} cases pass{more}</b></p>"
+    return head + diagnosis_html(diag)
 
 
 def cases_text(
@@ -153,12 +178,26 @@ def checks_text(checks: Sequence[Any]) -> str:
     )
 
 
-def verdict_html(verdict: str, passed: int, total: int, missing: Sequence[str] = ()) -> str:
-    """The headline: PASS in green, NOT PASSED in red, INCOMPLETE in orange, with what remains."""
+def verdict_html(
+    verdict: str, passed: int, total: int, missing: Sequence[str] = (), fix: str = ""
+) -> str:
+    """The headline: PASS in green, NOT PASSED in red, INCOMPLETE in orange, with what remains
+    and, when it did not pass, what to fix first (`fix`, from the run's diagnosis)."""
     colour = {"PASS": "#2ca02c", "NOT_PASSED": "#d62728"}.get(verdict, "#ff7f0e")
-    todo = "".join(f"<li>{html.escape(m)}</li>" for m in missing)
+    todo = "".join(f"<li>{code_html(m)}</li>" for m in missing)
     return (
         f"<h3 style='color:{colour}'>Milestone 07: {verdict.replace('_', ' ')} "
         f"({passed}/{total} gate cases)</h3>"
         + (f"<p>Still to do:</p><ul>{todo}</ul>" if todo else "")
+        + (f"<p><b>Fix first:</b> {code_html(fix)}</p>" if fix else "")
     )
+
+
+def first_fix(diagnosis: dict[str, Any]) -> str:
+    """What to fix first, from a result's JSON diagnosis: the root cause, else the first lesson."""
+    for cause in diagnosis.get("root_causes", []):
+        lesson = f": {cause['lesson']}" if cause.get("lesson") else ""
+        return f"the root cause, {cause['check']} ({', '.join(cause['blame'])}){lesson}"
+    for lesson in diagnosis.get("lessons", []):
+        return f"{lesson['group']}: {lesson['text']}"
+    return ""
