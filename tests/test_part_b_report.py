@@ -131,7 +131,8 @@ def test_the_gelu_block_states_each_rows_passes_over_memory(monkeypatch) -> None
 
     m, n = 4, 8
     fake_simd = types.SimpleNamespace(  # the C++ row's own task and wording, without a build
-        fused_bias_gelu=lambda y, bias, out: np.copyto(out, ref_gelu(y + bias)) or out
+        fused_bias_gelu=lambda y, bias, out: np.copyto(out, ref_gelu(y + bias)) or out,
+        copy=lambda y, out: np.copyto(out, y) or out,  # one pass, timed in the same rounds
     )
     monkeypatch.setattr(bench_tasks, "_simd", lambda: (fake_simd, "avx2, OpenMP, 2 threads"))
     replies = {
@@ -160,10 +161,22 @@ def test_the_gelu_block_states_each_rows_passes_over_memory(monkeypatch) -> None
 
 
 def test_a_time_under_one_pass_is_marked_impossible_never_stated() -> None:
-    row = BenchRow("gelu 8x8", "gelu", "c++ simd", "ok", 0.001, None, 40.0, "C++", bytes=512.0)
-    ceilings = profiling.Ceilings({1: 90.0}, {1: 20.0}, "test").to_dict()  # 20 GB/s < 40 GB/s
+    row = BenchRow("gelu 8x8", "gelu", "c++ simd", "ok", 0.001, None, 40.0, "C++", pass_ms=0.002)
+    ceilings = profiling.Ceilings({1: 90.0}, {1: 20.0}, "test").to_dict()
     text = render_part_b(PartBResult([row], [], 1.0, [], ceilings))
     assert "as long as < 1 pass: impossible (0.5" in text and "as long as   0.5" not in text
+
+
+def test_each_gelu_row_times_its_pass_in_its_own_rounds() -> None:
+    from tinytorch.perf import acceleration
+
+    value = bench_tasks.student_fused_gelu(acceleration, m=4, n=8, repeats=3)
+    assert value["status"] == "ok" and value["pass_ms"] > 0  # a copy before each sample
+    row = part_b.bench_row(profiling.gelu(4, 8), "student fused_gelu",
+                           {"status": "ok", "value": value, "wall_s": 60.0})  # fmt: skip
+    assert row.pass_ms == value["pass_ms"]
+    text = render_part_b(PartBResult([row], [], 1.0, [], None))  # no ceiling needed
+    assert f"(a pass: {row.pass_ms:.2f} ms)" in text
 
 
 def test_tito_info_part_b_the_torch_worker_and_mps_give_one_torch_hint(monkeypatch):

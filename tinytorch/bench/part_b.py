@@ -125,7 +125,8 @@ def _malformed(value: Any) -> str | None:
     """Why a task's value (JSON the child made, maybe a student's) is not a timing, or None."""
     if not isinstance(value, dict) or value.get("status") not in BENCH_STATUSES:
         return "no timing status"
-    for key, least in (("ms", 1e-12), ("min_ms", 1e-12), ("spread", 0.0), ("load", 0.0)):
+    keys = (("ms", 1e-12), ("min_ms", 1e-12), ("spread", 0.0), ("load", 0.0), ("pass_ms", 1e-12))
+    for key, least in keys:
         v = value.get(key)
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if v is not None and not (number and math.isfinite(v) and v >= least):
@@ -160,6 +161,7 @@ def bench_row(problem: Problem, backend: str, reply: dict[str, Any]) -> BenchRow
         int(value.get("samples", 0)),
         spread=value.get("spread"),
         load=value.get("load"),
+        pass_ms=value.get("pass_ms") if timed else None,
         **base,
     )
     claimed_s = (row.min_ms or 0.0) * 1e-3 * row.samples  # at least this much was timed

@@ -12,6 +12,7 @@ kernel that remembers its last answer, by input identity or otherwise, gets "wro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -63,8 +64,30 @@ def _bias_gelu(m: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, bias, p.reference(x, bias)
 
 
-def _result(timing: Timing, load: Any, detail: str) -> dict[str, Any]:
+class PassMeter:
+    """One pass over memory (a copy of the problem's array), timed between a row's own samples,
+    so the fusion lesson divides each row's time by a pass measured in the same rounds."""
+
+    def __init__(self, copy: Callable[[], Any]) -> None:
+        self.copy = copy
+        self.seconds: list[float] = []
+
+    def __call__(self, _i: int) -> None:  # a `before` hook: untimed for the kernel
+        start = time.perf_counter()
+        self.copy()
+        self.seconds.append(time.perf_counter() - start)
+
+    def ms(self) -> float | None:
+        """The median pass in ms (None when no sample ran)."""
+        return float(np.median(self.seconds)) * 1e3 if self.seconds else None
+
+
+def _result(
+    timing: Timing, load: Any, detail: str, one_pass: PassMeter | None = None
+) -> dict[str, Any]:
+    extra = {"pass_ms": one_pass.ms()} if one_pass is not None and one_pass.ms() else {}
     return {
+        **extra,
         "status": "ok",
         "ms": timing.median * 1e3,
         "min_ms": timing.min * 1e3,
@@ -99,8 +122,10 @@ def _baseline(
     native: bool,
     detail: str,
     rows=None,
+    one_pass: PassMeter | None = None,
 ) -> dict[str, Any]:
-    """Check one call against the reference, then time the kernel (ours or a library's)."""
+    """Check one call against the reference, then time the kernel (ours or a library's);
+    one_pass, when given, times one pass over memory before each sample."""
     out = np.asarray(fn())
     if rows is not None and out.ndim == 2 and out.shape[0] > int(rows.max()):
         out = out[rows]
@@ -110,8 +135,9 @@ def _baseline(
         if native:
             return _unavailable(f"{why}. A bug in the bundled kernel, not credited", "mismatch")
         return _unavailable(f"wrong result: {why}", "wrong")
-    timing, load = _time(fn, repeats)
-    return _result(timing, load, detail)
+    hooks = {"before": one_pass} if one_pass is not None else {}
+    timing, load = _time(fn, repeats, **hooks)
+    return _result(timing, load, detail, one_pass)
 
 
 def _unavailable(why: str, status: str = "unavailable") -> dict[str, Any]:
@@ -129,13 +155,17 @@ def _student(
     check: Callable[[int, np.ndarray], str],
     repeats: int,
     detail: str,
+    one_pass: PassMeter | None = None,
 ) -> dict[str, Any]:
-    """Time fn(buffer) on rotated, freshly written inputs; every sample's output spot-checked."""
+    """Time fn(buffer) on rotated, freshly written inputs; every sample's output spot-checked;
+    one_pass, when given, times one pass over memory before each sample."""
     current = [0]
 
     def prepare(i: int) -> None:
         current[0] = i
         before(i)
+        if one_pass is not None:
+            one_pass(i)
 
     def after(i: int, out: Any) -> None:
         why = check(i, _data(out))
@@ -147,7 +177,7 @@ def _student(
     except WrongOutput as exc:
         why = f"wrong result on rotated inputs ({exc}); a kernel must compute every call"
         return _unavailable(why, "wrong")
-    return _result(timing, load, detail)
+    return _result(timing, load, detail, one_pass)
 
 
 def _scale(i: int) -> int:
@@ -183,8 +213,11 @@ def student_gemm(module: Any, *, n: int, repeats: int, tile_size: int = 64) -> d
     )
 
 
-def _student_gelu(module: Any, fn_name: str, m: int, n: int, repeats: int, what: str) -> dict:
-    """Your fused_gelu / unfused_gelu on gelu(x + bias) rolled by a new offset every sample."""
+def _student_gelu(
+    module: Any, fn_name: str, m: int, n: int, repeats: int, what: str, passes: bool = False
+) -> dict:
+    """Your fused_gelu / unfused_gelu on gelu(x + bias) rolled by a new offset every sample;
+    passes: also time one pass over the array (a copy) before each sample, in the same rounds."""
     from tinytorch.core.tensor import Tensor
 
     fn = getattr(module, fn_name, None) if module is not None else None
@@ -214,7 +247,11 @@ def _student_gelu(module: Any, fn_name: str, m: int, n: int, repeats: int, what:
         )
         return "" if got.ok else got.detail
 
-    return _student(lambda i: fn(bufs[i % ROTATE]), before, check, repeats, what)
+    one_pass = None
+    if passes:  # NumPy's copy, one thread like the student's NumPy: one pass over the array
+        src, dst = base.copy(), np.empty_like(base)
+        one_pass = PassMeter(lambda: np.copyto(dst, src))
+    return _student(lambda i: fn(bufs[i % ROTATE]), before, check, repeats, what, one_pass)
 
 
 def student_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
@@ -224,12 +261,12 @@ def student_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str,
 
 def student_fused_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
     what = "your fused_gelu (its passes over memory: the fusion lesson below, from its time)"
-    return _student_gelu(module, "fused_gelu", m, n, repeats, what)
+    return _student_gelu(module, "fused_gelu", m, n, repeats, what, passes=True)
 
 
 def student_unfused_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, Any]:
     what = "your unfused_gelu (its passes over memory: the fusion lesson below, from its time)"
-    return _student_gelu(module, "unfused_gelu", m, n, repeats, what)
+    return _student_gelu(module, "unfused_gelu", m, n, repeats, what, passes=True)
 
 
 def reference_passes() -> str:
@@ -334,9 +371,11 @@ def simd_fused_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, A
     x, bias, ref = _bias_gelu(m, n)
     y, zero, out = x + bias, np.zeros(n, dtype=np.float32), np.empty_like(x)
     what = f"C++ fused kernel ({why}): {GELU_PASSES['c++']} pass over memory (reads x once, writes y once)"
+    scratch = np.empty_like(y)  # one pass: the C++ parallel copy, the kernel's own threads
     return _baseline(
-        lambda: simd.fused_bias_gelu(y, zero, out=out), repeats, ref, ELEMENTWISE_TOL, True, what
-    )
+        lambda: simd.fused_bias_gelu(y, zero, out=out), repeats, ref, ELEMENTWISE_TOL, True, what,
+        one_pass=PassMeter(lambda: simd.copy(y, out=scratch)),
+    )  # fmt: skip
 
 
 # ---- the torch child: torch, MPS and Triton (torch's libgomp would skew the C++ timings) ---------

@@ -117,6 +117,7 @@ class BenchRow:
     load: float | None = None  # cores other processes kept busy while this row was timed
     flops: float | None = None  # work of one call, from tinytorch.profiling's problem
     bytes: float | None = None  # compulsory traffic of one call
+    pass_ms: float | None = None  # one pass over the array (a copy), timed between its samples
 
 
 @dataclass

@@ -91,6 +91,7 @@ _ROW = {
         "load": _NUM,
         "flops": _NUM,
         "bytes": _NUM,
+        "pass_ms": _NUM,  # optional (an addition within version 3): one pass, same rounds
     },
 }
 SCHEMA: dict[str, Any] = {

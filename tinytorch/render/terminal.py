@@ -323,14 +323,11 @@ def _num(value: float | None, width: int, digits: int) -> str:
 
 
 def _passes(passes: float) -> str:
-    """A time in passes at the measured copy bandwidth; under one pass cannot happen (a kernel
-    must read and write the array once), so it is marked, never printed as a fact."""
+    """A time in passes over memory; under one pass cannot happen (a kernel must read and write
+    the array once), so it is marked, never printed as a fact."""
     if passes >= 1.0:
         return f"as long as {passes:5.1f} passes"
-    return (
-        f"as long as < 1 pass: impossible ({passes:.1f} by the copy bandwidth measured at another "
-        "moment): rerun on a quiet machine"
-    )
+    return f"as long as < 1 pass: impossible ({passes:.1f} measured): rerun on a quiet machine"
 
 
 def render_grade_lines(result: dict) -> list[str]:
@@ -403,13 +400,18 @@ def render_part_b(result: PartBResult) -> str:
         note = f"[{', '.join(notes)}] " if notes else ""
         lines.append(f"  {r.backend:<{width}}{cells}  {note}{r.detail}")
     lines.append("")
-    fusion = [r for r in result.rows if r.kind == "gelu" and r.gbps and ceil]
+    fusion = [r for r in result.rows if r.kind == "gelu" and r.gbps and r.ms and r.pass_ms]
     if fusion:
-        lines.append(
-            "fusion: each GELU pass reads and writes the whole array; at copy bandwidth one pass "
-            f"of {fusion[0].problem} takes {fusion[0].bytes / ceil['copy_gbs'] / 1e6:.2f} ms"
+        lines += _wrap(
+            "fusion: each GELU pass reads and writes the whole array; each row's time in passes, "
+            "a pass being a copy of the array timed between that row's own samples (the same "
+            "rounds; C++ copies with its kernel's threads)",
+            0,
         )
-        lines += [f"  {r.backend:<{width}}{_passes(ceil['copy_gbs'] / r.gbps)}" for r in fusion]
+        lines += [
+            f"  {r.backend:<{width}}{_passes(r.ms / r.pass_ms)}  (a pass: {r.pass_ms:.2f} ms)"
+            for r in fusion
+        ]
         lines += _wrap(f"for comparison, {reference_passes()}", 2)
         lines.append("")
     lines.append("backends")
