@@ -8,7 +8,6 @@ same diagnosis reaches the terminal report and the JSON.
 
 from __future__ import annotations
 
-import html
 import importlib
 import json
 from pathlib import Path
@@ -25,7 +24,7 @@ from tinytorch.milestone07.references import ref_im2col
 from tinytorch.milestone07.results import CaseResult, CheckResult, PartAResult
 from tinytorch.render.json_doc import to_json, validate
 from tinytorch.render.notebook_record import CASES_MIME, cases_bundle
-from tinytorch.render.notebook_tables import cases_html, cases_text
+from tinytorch.render.notebook_tables import cases_html, cases_text, code_html
 from tinytorch.render.terminal import render_part_a
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
@@ -321,7 +320,7 @@ def test_hidden_cases_go_through_the_same_diagnosis_in_report_notebook_and_json(
     bundle = cases_bundle(result.cases, "gate", compact=True, checks=result.checks,
                           hidden=result.hidden)  # fmt: skip
     page = bundle["text/html"]
-    assert page.count(html.escape(lesson["text"])) == 1 and all(n in page for n in hidden)
+    assert page.count(code_html(lesson["text"])) == 1 and all(n in page for n in hidden)
     assert bundle["text/plain"].count(lesson["text"]) == 1
     assert [c["name"] for c in bundle[CASES_MIME]["cases"]] == [c.name for c in result.cases]
 
