@@ -69,8 +69,11 @@ from IPython.display import HTML, display
 
 from tinytorch import milestone07 as m07
 from tinytorch import viz
+from tinytorch.bench.part_b import run_part_b
+from tinytorch.render.json_doc import to_json
 from tinytorch.render.notebook_record import cases_bundle, checks_bundle, show, verdict_bundle
 from tinytorch.render.notebook_tables import cases_lead_html
+from tinytorch.render.terminal import render_part_b
 from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.widget import TileHeatmap
 
@@ -216,7 +219,7 @@ display(heatmap.widget)
 # - **noisy: rerun** marks a figure whose samples disagree, one timed while other processes kept the
 #   CPUs busy, or a baseline that came out slower than your kernel. To rerun Part B alone, run the
 #   next cell again (Part A's result is kept in `part_a`), or call
-#   `m07.run_part_b(IMPL, part_a=part_a)` when the machine is quiet.
+#   `run_part_b(IMPL, part_a=part_a)` when the machine is quiet.
 #
 # The roofline puts every run under the machine's ceilings, measured by Part B itself: the FMA peak
 # (compute) and the copy bandwidth (memory).
@@ -226,9 +229,9 @@ from tinytorch.profiling import Ceilings
 
 native = viz.native.native_status()
 print(viz.native.native_status_text(native))
-part_b = None if PART_B == "off" else m07.run_part_b(IMPL, sizes=PART_B, part_a=part_a)
+part_b = None if PART_B == "off" else run_part_b(IMPL, sizes=PART_B, part_a=part_a)
 if part_b is not None:
-    print(m07.render_part_b(part_b))
+    print(render_part_b(part_b))
     ceilings = Ceilings.from_dict(part_b.ceilings) if part_b.ceilings else None
     viz.draw_throughput(part_b.rows, ceilings)
     plt.show()
@@ -242,6 +245,6 @@ if part_b is not None:
 # The verdict below is what `tito grade` records: PASS when all 30 cases and every deeper check hold.
 
 # %% tags=["summary"]
-from tinytorch.cli.info import environment
+from tinytorch.profiling.environment import environment
 
-show(verdict_bundle(m07.to_json(part_a, part_b, env=environment())))
+show(verdict_bundle(to_json(part_a, part_b, env=environment())))
