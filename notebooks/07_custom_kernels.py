@@ -78,6 +78,7 @@ from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.widget import TileHeatmap
 
 
+# %%
 def walk(group: str):
     """One group of the gate on IMPL: verdict and lesson, the first failure drawn, the table."""
     names = [case.name for case in m07.CASES if case.group == group]

@@ -66,6 +66,21 @@ def test_the_child_loads_only_the_boundary_folder_and_core(tmp_path, grading) ->
     assert not [n for n in names if n.startswith(CHILD_FORBIDDEN)]
 
 
+def test_part_bs_student_child_loads_no_grader_code(tmp_path) -> None:
+    """Part B's child runs the student's kernels beside our timing tasks (bench/tasks.py): those
+    bring the profiling and comparison code, never the grader, the references or the reference."""
+    path = tmp_path / "trivial.py"
+    path.write_text(TRIVIAL)
+    with open_sandbox(str(path), tasks=True) as box:
+        assert box.start()["status"] == "ok"
+        reply = box.request(
+            {"fn": "fused_gelu", "args": [np.ones(3, np.float32)], "kwargs": {}}, 30.0
+        )
+    names = reply["error"].split("MODULES:", 1)[1].split(" (at")[0].split(",")
+    assert "tinytorch.bench.tasks" in names
+    assert [n for n in names if n.startswith(CHILD_FORBIDDEN)] == []
+
+
 # ---- the import graph -------------------------------------------------------------------------
 
 

@@ -34,9 +34,9 @@ import numpy as np
 
 from tinytorch import profiling
 from tinytorch.bench.torch_worker import TorchWorker  # torch in a sandbox child
+from tinytorch.compare import compare
 from tinytorch.extensions import simd
 from tinytorch.machine import blas_libraries
-from tinytorch.milestone07.compare import compare
 from tinytorch.profiling import LoadMeter, interleaved, paired_speedup, per_call
 from tinytorch.profiling.ceilings import FMA_ITERS
 

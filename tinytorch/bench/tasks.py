@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 
 from tinytorch import profiling
+from tinytorch.compare import ELEMENTWISE_TOL, GEMM_TOL, compare
 from tinytorch.extensions import TORCH_MISSING
-from tinytorch.milestone07.cases import ELEMENTWISE_TOL, GEMM_TOL
-from tinytorch.milestone07.compare import compare
 from tinytorch.profiling import LoadMeter, Timing, per_call
 
 SLOW_S = 2.0  # a first call slower than this is timed once, not `repeats` times

@@ -6,6 +6,7 @@ notebook and the headless grader all call these functions. Nothing here imports 
 the benchmarks: they import this.
 """
 
+from tinytorch.compare import Comparison, compare
 from tinytorch.milestone07.cases import (
     CASES,
     DEFAULT_IMPL,
@@ -16,7 +17,6 @@ from tinytorch.milestone07.cases import (
     Case,
     select_cases,
 )
-from tinytorch.milestone07.compare import Comparison, compare
 from tinytorch.milestone07.part_a import check_matmul_grid, run_part_a
 from tinytorch.milestone07.results import (
     BenchRow,

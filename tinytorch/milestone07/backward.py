@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from tinytorch.compare import all_within, compare, within
 from tinytorch.milestone07.calls import StudentCalls, broken_check
 from tinytorch.milestone07.cases import CONV_FUNCTION
-from tinytorch.milestone07.compare import all_within, compare, within
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_conv2d_grads
 from tinytorch.milestone07.results import CheckResult
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tinytorch.compare import ELEMENTWISE_TOL, GEMM_TOL  # the float32 tolerances
+
 FUNCTIONS = ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
 # The autograd node whose apply(x, weight, bias, stride=, padding=) the backward check grades:
 # the course's differentiable path (its im2col_conv2d is inference only).
@@ -18,9 +20,6 @@ CONV_FUNCTION = "Im2colConv2dFunction"
 DEFAULT_IMPL = "tinytorch.perf.acceleration"  # the module graded when none is named: the reference
 GROUPS = ("tiled_matmul", "fused_gelu", "im2col_conv2d", "col2im")
 
-# float32 tolerances against float64 references: |out - ref| <= atol + rtol * |ref|
-GEMM_TOL = (1e-4, 1e-3)  # (rtol, atol): sums of K products, each rounded once in float32
-ELEMENTWISE_TOL = (1e-5, 1e-5)  # one formula per element: a few float32 roundings
 
 GROUP_INTRO = {
     "tiled_matmul": (

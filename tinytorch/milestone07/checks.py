@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
+from tinytorch.compare import compare
 from tinytorch.milestone07.backward import backward_check
 from tinytorch.milestone07.calls import StudentCalls, broken_check
 from tinytorch.milestone07.cases import CONV_FUNCTION, GEMM_TOL
-from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.diagnose import im2col_bug
 from tinytorch.milestone07.evidence import im2col_evidence
 from tinytorch.milestone07.references import (

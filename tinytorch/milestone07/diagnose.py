@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tinytorch.compare import all_within, within
 from tinytorch.milestone07.cases import HIDDEN_GROUPS, LESSONS, Case
-from tinytorch.milestone07.compare import all_within, within
 from tinytorch.milestone07.references import out_size, ref_col2im, ref_im2col
 
 # Lessons of failures that are not a wrong answer: the kernel never gave one.

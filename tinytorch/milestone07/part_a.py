@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from tinytorch.compare import compare
 from tinytorch.milestone07.boundary import open_sandbox
 from tinytorch.milestone07.calls import StudentCalls, failure_text
 from tinytorch.milestone07.cases import (
@@ -24,7 +25,6 @@ from tinytorch.milestone07.cases import (
     select_cases,
 )
 from tinytorch.milestone07.checks import audit_call, audit_inputs, run_checks
-from tinytorch.milestone07.compare import compare
 from tinytorch.milestone07.diagnose import failure_lesson, lesson_for
 from tinytorch.milestone07.evidence import case_evidence
 from tinytorch.milestone07.own_work import own_work_check, reference_use

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# float32 tolerances against float64 references: |out - ref| <= atol + rtol * |ref|
+GEMM_TOL = (1e-4, 1e-3)  # (rtol, atol): sums of K products, each rounded once in float32
+ELEMENTWISE_TOL = (1e-5, 1e-5)  # one formula per element: a few float32 roundings
+
 
 @dataclass(frozen=True)
 class Comparison:
