@@ -128,7 +128,7 @@ def test_a_grader_bug_inside_part_a_is_verdict_error_exit_3_with_a_file(
 def test_a_grader_bug_outside_part_a_still_writes_an_error_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import tinytorch.milestone07 as m07
+    import tinytorch.render.terminal as m07  # the terminal renderer, where the CLI takes it
 
     def broken(*args: object, **kwargs: object) -> str:
         raise RuntimeError("renderer broke")
