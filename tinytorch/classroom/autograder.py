@@ -30,6 +30,7 @@ from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points, load_points
 from tinytorch.classroom.submissions import find_module
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
+from tinytorch.sandbox import stage
 
 GRADER_USER = "tinytorch-grader"
 VENV = "/opt/tinytorch"
@@ -176,18 +177,23 @@ def grade_platform_submission(
     if impl is None:
         return error_doc(str(folder), "INCOMPLETE", why or f"no submission folder {folder}"), ""
     drop, how = unprivileged()
+    owner = (drop["user"], drop["group"]) if drop else None
+    try:
+        # The folder holding the file travels with it (a helper module beside it still imports),
+        # staged (tinytorch.sandbox.stage): regular files only, never through a link, within the
+        # caps; as root, what is handed to the grading user is only what staging created.
+        staged = stage.collect(impl.parent, main=impl.name)
+    except stage.StageError as exc:
+        return error_doc(impl.name, "NOT_PASSED", f"not graded: {exc}"), how
     private = Path(tempfile.mkdtemp(prefix="tinytorch-grade-"))
     try:
-        # The folder holding the file travels with it (a helper module beside it still imports).
-        # Links are copied as links, never followed: as root, a link to a root-only file would
-        # bring its contents into the student's reach (and into results.json, via an error).
-        shutil.copytree(impl.parent, private / "submission", symlinks=True)
+        (private / "submission").mkdir(mode=0o700)
+        if owner is not None:
+            os.chown(private, *owner)  # made by mkdtemp just now: ours, not a link
+        stage.write(staged, private / "submission", owner=owner)
         copy = private / "submission" / impl.name
         env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
         env.update(ONE_THREAD, HOME=str(private))
-        if drop:
-            for p in (private, *private.rglob("*")):
-                os.chown(p, drop["user"], drop["group"])
         own_mb = psutil.Process().memory_info().rss / 2**20  # the tree's limit counts us too
         doc, _run = grade_submission(
             copy,
@@ -201,6 +207,8 @@ def grade_platform_submission(
         )
         doc["impl"] = impl.name
         doc.setdefault("warnings", [])
+        if staged.note():
+            doc["warnings"].append(staged.note())
         return doc, how
     finally:
         shutil.rmtree(private, ignore_errors=True)

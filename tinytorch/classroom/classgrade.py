@@ -43,7 +43,7 @@ from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, gr
 from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.submissions import Submission, discover, source_text
 from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
-from tinytorch.sandbox import uids
+from tinytorch.sandbox import stage, uids
 
 
 def usable_cpus() -> int:
@@ -156,11 +156,23 @@ def _seed_of(doc: dict[str, Any]) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) and seed > 0 else None
 
 
-def _snapshot(sub: Submission) -> bytes | None:
+def _snapshot(sub: Submission) -> stage.Staged | str:
+    """What this student is graded on, read once (tinytorch.sandbox.stage: regular files only,
+    no link followed, within the caps): the file, and for a folder submission the `.py` helpers
+    beside it. A str says why the file itself is not graded (e.g. "file too large")."""
+    if sub.impl is None:
+        return sub.problem or "nothing to grade"
     try:
-        return sub.impl.read_bytes() if sub.impl else None
-    except OSError:
-        return None
+        if sub.entry.is_dir() and not sub.entry.is_symlink():
+            return stage.collect(
+                sub.impl.parent,
+                main=sub.impl.name,
+                keep=lambda e: "/" not in e.rel and e.name.endswith(".py"),
+                max_depth=0,
+            )
+        return stage.Staged(files=[sub.impl.name], blobs={sub.impl.name: stage.read_file(sub.impl)})
+    except OSError as exc:
+        return str(exc)
 
 
 def grade_class(
@@ -194,11 +206,11 @@ def grade_class(
     options = run_options(
         notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
     )
-    todo: list[tuple[Submission, bytes | None]] = []
+    todo: list[tuple[Submission, stage.Staged | str]] = []
     for sub in subs:
         blob = _snapshot(sub)  # what this student is graded on and compared by, read once
-        if blob is not None:
-            run.sources[sub.student] = _source(sub, blob)
+        if isinstance(blob, stage.Staged) and sub.impl is not None:
+            run.sources[sub.student] = _source(sub, blob.blobs[sub.impl.name])
         done = None if force else _load_done(results / f"{sub.student}.json", sub, options)
         if done is not None:
             run.docs[sub.student] = done
@@ -229,16 +241,17 @@ def grade_class(
             "one that hits a wall-clock limit is regraded alone"
         )
 
-    def one(sub: Submission, blob: bytes | None, seed: int | None = None) -> dict[str, Any]:
-        if sub.impl is None or blob is None:
-            why = sub.problem or f"cannot read {sub.impl}"
-            return error_doc(str(sub.entry), "INCOMPLETE", why)
+    def one(sub: Submission, blob: stage.Staged | str, seed: int | None = None) -> dict[str, Any]:
+        if sub.impl is None:
+            return error_doc(str(sub.entry), "INCOMPLETE", sub.problem or "nothing to grade")
+        if isinstance(blob, str):  # the file itself was refused: too large, a FIFO, ...
+            return error_doc(str(sub.entry), "NOT_PASSED", f"not graded: {blob}")
         private = work / sub.student
         shutil.rmtree(private, ignore_errors=True)
         try:
             private.mkdir(mode=0o700, parents=True)
+            stage.write(blob, private)
             copy = private / sub.impl.name
-            copy.write_bytes(blob)
         except OSError as exc:  # a full disk: this student is ERROR, the class run goes on
             return error_doc(str(sub.entry), "ERROR", f"the grader could not stage a copy: {exc}")
         slot = slots.get()
@@ -259,6 +272,8 @@ def grade_class(
             groups.clear(slot)  # whatever the student left running, before the next one
             slots.put(slot)
         doc["impl"] = str(sub.impl)
+        if blob.note():
+            doc.setdefault("warnings", []).append(blob.note())
         doc.setdefault("grader", {})["cpu_group"] = {"active": groups.active, "why": groups.why}
         shutil.rmtree(private, ignore_errors=True)
         return doc
@@ -302,7 +317,7 @@ def grade_class(
             if log.exists():
                 os.replace(log, logs / f"{sub.student}.side-by-side.log")
 
-        def same_cases(sub: Submission, blob: bytes | None) -> dict[str, Any]:
+        def same_cases(sub: Submission, blob: stage.Staged | str) -> dict[str, Any]:
             # The regrade grades the same cases: with a fresh seed, a submission that hangs
             # whenever it does not like its hidden cases would get a second draw.
             return one(sub, blob, seed=_seed_of(first[sub.student][0]))
@@ -323,8 +338,8 @@ def grade_class(
 
 def _drain(
     workers: int,
-    items: list[tuple[Submission, bytes | None]],
-    one: Callable[[Submission, bytes | None], dict[str, Any]],
+    items: list[tuple[Submission, stage.Staged | str]],
+    one: Callable[[Submission, stage.Staged | str], dict[str, Any]],
     done: Callable[[Submission, dict[str, Any]], None],
     stop: threading.Event,
 ) -> None:

@@ -8,9 +8,11 @@ An entry is a `.py` file, a `.ipynb` notebook (with `notebook=True`), or a folde
 from __future__ import annotations
 
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinytorch.sandbox import stage
 from tinytorch.sandbox.child.load import MODULE_FILE
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
@@ -32,36 +34,34 @@ class Submission:
         return "notebook" if self.impl.suffix == ".ipynb" else "py"
 
     def mtime(self) -> float:
-        """The newest modification time of anything in the entry (a resubmission re-grades)."""
-        paths = [self.entry] if self.entry.is_file() else list(self.entry.rglob("*"))
-        return max((p.stat().st_mtime for p in paths if p.is_file()), default=0.0)
-
-
-def _own_file(path: Path, folder: Path) -> bool:
-    """A regular file of the submission itself: not a symbolic link (the grader, as root, would
-    read whatever it points to) and inside the folder."""
-    return (
-        path.is_file() and not path.is_symlink() and path.resolve().is_relative_to(folder.resolve())
-    )
+        """The newest modification time of anything in the entry (a resubmission re-grades);
+        a bounded scan that follows no link (stage.scan)."""
+        try:
+            if not self.entry.is_dir() or self.entry.is_symlink():
+                return self.entry.lstat().st_mtime
+            return max((e.st.st_mtime for e in stage.scan(self.entry).files), default=0.0)
+        except OSError:
+            return 0.0
 
 
 def find_module(folder: Path, *, notebook: bool) -> tuple[Path | None, str]:
-    """The gradeable file inside a submission folder, searched recursively; (None, why) if none.
-    Symbolic links are never graded."""
-    found = sorted(p for p in folder.rglob(MODULE_FILE) if _own_file(p, folder))
+    """The gradeable file inside a submission folder, searched by a bounded scan that follows no
+    link and opens nothing (stage.scan); (None, why) if none. Links and special files are never
+    graded."""
+    try:
+        files = stage.scan(folder).files
+    except stage.StageError as exc:
+        return None, str(exc)
+    found = [e.rel for e in files if e.name == MODULE_FILE]
     if found:
-        return found[0], ""
-    py = sorted(p for p in folder.rglob("*.py") if _own_file(p, folder))
+        return folder / found[0], ""
+    py = [e.rel for e in files if e.name.endswith(".py")]
     if len(py) == 1:
-        return py[0], ""
+        return folder / py[0], ""
     if notebook:
-        nbs = sorted(
-            p
-            for p in folder.rglob("*.ipynb")
-            if ".ipynb_checkpoints" not in p.parts and _own_file(p, folder)
-        )
+        nbs = [e.rel for e in files if e.name.endswith(".ipynb")]
         if len(nbs) == 1:
-            return nbs[0], ""
+            return folder / nbs[0], ""
         if len(nbs) > 1:
             return None, f"{len(nbs)} notebooks and no {MODULE_FILE}: cannot tell which to grade"
     if len(py) > 1:
@@ -74,12 +74,18 @@ def resolve_entry(entry: Path, *, notebook: bool) -> Submission | None:
     """One folder entry as a Submission; None for entries that are not student submissions."""
     if entry.name.startswith((".", "_")):
         return None
-    if entry.is_dir():
+    try:
+        st = entry.lstat()  # never stat through a link, never open a FIFO
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
         impl, why = find_module(entry, notebook=notebook)
         return Submission(entry.name, entry, impl, why)
-    if entry.suffix in (".py", ".ipynb") and entry.is_symlink():
+    if entry.suffix in (".py", ".ipynb") and stat.S_ISLNK(st.st_mode):
         why = "a symbolic link, not a file: copy the submission itself into the folder"
         return Submission(entry.stem, entry, None, why)
+    if entry.suffix in (".py", ".ipynb") and not stat.S_ISREG(st.st_mode):
+        return Submission(entry.stem, entry, None, stage.refusal(st, entry.name))
     if entry.suffix == ".py":
         return Submission(entry.stem, entry, entry)
     if entry.suffix == ".ipynb":
@@ -112,23 +118,32 @@ def discover(
         if skipped is None:
             raise ValueError(why)
         skipped.append(f"not graded: {why.removeprefix('SUBMISSIONS: ')}; rename it to grade it")
+    kept: list[Submission] = []
     seen: dict[str, Path] = {}
-    for s in subs:
+    for s in subs:  # sorted by entry name: `mallory` comes before `mallory.py`
         if s.student in seen:
-            raise ValueError(
+            why = (
                 f"SUBMISSIONS: {seen[s.student].name} and {s.entry.name} are both student "
-                f"{s.student!r}; keep one"
+                f"{s.student!r}; {seen[s.student].name} is graded, keep one"
             )
+            if skipped is None:
+                raise ValueError(why)
+            skipped.append(f"not graded: {why.removeprefix('SUBMISSIONS: ')}")
+            continue
         seen[s.student] = s.entry
-    return subs
+        kept.append(s)
+    return kept
 
 
 def source_text(path: Path) -> str:
     """The Python source that is graded: the file, or a notebook's (or marked percent file's)
     exported cells, as the milestone reads them; the raw text if that fails."""
-    from tinytorch.sandbox.child.exports import SubmissionError, exported_source
+    from tinytorch.sandbox.child.exports import exported_source
 
     try:
         return exported_source(path)
-    except (SubmissionError, OSError):
-        return path.read_text(encoding="utf-8", errors="replace")
+    except Exception:  # noqa: BLE001 - a SubmissionError, or any parse failure: never the run
+        try:
+            return stage.read_file(path).decode("utf-8", errors="replace")
+        except OSError:
+            return ""

@@ -85,7 +85,7 @@ def missing_impl(impl: str) -> str | None:
     if os.path.isdir(impl):
         return folder_impl(impl)[1]
     if is_path(impl) or impl.endswith(".ipynb"):
-        return None if os.path.exists(impl) else f"--impl: no such file {impl!r}"
+        return None if os.path.lexists(impl) else f"--impl: no such file {impl!r}"
     try:
         found = importlib.util.find_spec(impl) is not None
     except ModuleNotFoundError:
@@ -93,6 +93,33 @@ def missing_impl(impl: str) -> str | None:
     except (ImportError, ValueError):  # a broken parent package: the run reports it properly
         return None
     return None if found else f"--impl: no module named {impl!r} (nor a file: no .py, no '/')"
+
+
+def refused_impl(impl: str, *, grading: bool) -> str | None:
+    """One line saying why the file --impl names is not graded, else None: a special file (a FIFO
+    would block), a file over the size cap, or, in grading mode, a symbolic link (it may point to
+    a classmate's file; the class grader refuses it too). Checked from lstat, opening nothing."""
+    import stat
+
+    from tinytorch.sandbox import stage
+    from tinytorch.sandbox.child.load import is_path
+
+    if not (is_path(impl) or impl.endswith(".ipynb")):
+        return None
+    try:
+        st = os.lstat(impl)
+        if stat.S_ISLNK(st.st_mode) and grading:
+            return (
+                f"--impl: {impl!r} is a symbolic link; in grading mode the submission's own "
+                "file is graded: copy it in place of the link"
+            )
+        st = os.stat(impl)  # practice mode: a link to the student's own file is fine
+    except OSError as exc:
+        return f"--impl: cannot read {impl!r}: {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    why = stage.refusal(st, os.path.basename(impl), hard_links=not grading)
+    return f"--impl: {why}" if why else None
 
 
 def run_milestone(
@@ -127,7 +154,7 @@ def run_milestone(
     from tinytorch.render.resultfile import ResultFile, ResultFileError
 
     out = out or sys.stdout
-    why = missing_impl(impl)
+    why = missing_impl(impl) or refused_impl(impl, grading=grading)
     if why:
         print(f"tito milestone run: {why}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,7 +7,9 @@ child, how to fingerprint the reference's code, and the registry of our own Part
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 
 from tinytorch.milestone07.cases import CONV_FUNCTION, FUNCTIONS
 from tinytorch.milestone07.own_work import BLOCKED, REFERENCE_MODULES, reference_fingerprints
@@ -24,6 +26,42 @@ GRADED = Graded(
 )
 
 
+# Every module the milestone process imports after the student's code has started, imported before
+# it starts (preload). A module first imported late runs from disk then; had the student's process
+# been able to write that file (red-teaming: root chowned a staged link's target, a module of this
+# environment, to the grading user), it would run the student's code in the grader and forge the
+# result. tests/test_outside_sandbox.py checks that nothing with a file is imported late.
+LATE_IMPORTS = (
+    "numpy.random",
+    "email.parser",
+    "email.feedparser",
+    "threadpoolctl",
+    "tinytorch.nn.conv",
+    "tinytorch.perf.acceleration",
+    "tinytorch.release",
+    "tinytorch.extensions.build",
+    "tinytorch.extensions.mps",
+    "tinytorch.extensions.simd",
+    "tinytorch.extensions.triton_kernels",
+    "tinytorch.bench.tasks",
+    "tinytorch.render.platforms",
+    "tinytorch.render.resultfile",
+    "tinytorch.render.json_doc",
+    "tinytorch.render.terminal",
+    "tinytorch.classroom.scoring",
+    "tinytorch.bench.part_b",
+    "tinytorch.bench.native",
+)
+
+
+def preload() -> None:
+    """Import LATE_IMPORTS now, before any student code runs (one that is not installed, e.g.
+    an optional backend, is skipped: it cannot be imported later either)."""
+    for name in LATE_IMPORTS:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 def open_sandbox(
     impl: str | None,
     env: dict[str, str] | None = None,
@@ -34,7 +72,9 @@ def open_sandbox(
     user: tuple[int, int] | None = None,
     tasks: bool = False,
 ) -> Sandbox:
-    """A Sandbox for a Milestone 07 submission; memory_limit (MB) caps only the address space."""
+    """A Sandbox for a Milestone 07 submission; memory_limit (MB) caps only the address space.
+    Everything the milestone process imports later is imported first (preload)."""
+    preload()
     if memory_limit is not None:
         limits = dataclasses.replace(ChildLimits(), memory_bytes=int(memory_limit) << 20)
     return Sandbox(impl, env, grading=grading, limits=limits, user=user, tasks=tasks, graded=GRADED)

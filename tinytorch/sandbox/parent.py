@@ -409,7 +409,7 @@ class Sandbox:
         self._layer("namespaces", bool(prefix), ns_why)
         self._layer("network", bool(prefix), "none: own net namespace" if prefix else ns_why)
         ids = self.ids if not (prefix and "--user" in prefix) else None
-        self._root, work, copied = spawn.private_dir(self.impl, ids)
+        self._root, work, copied = spawn.private_dir(self.impl, ids, follow=not self.grading)
         impl = copied or self.impl
         if impl is not None and copied is None and (impl.endswith(".py") or os.sep in impl):
             impl = os.path.abspath(impl)  # not found: let the child say so, with the full path

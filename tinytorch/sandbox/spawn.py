@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tinytorch.sandbox import stage
 from tinytorch.sandbox.child.confine import LINUX
 from tinytorch.sandbox.child.load import MODULE_FILE
 from tinytorch.sandbox.procs import TOKEN_VAR, remove_tree
@@ -88,38 +89,32 @@ def child_env(
     return env
 
 
-def private_dir(impl: str | None, ids: tuple[int, int] | None) -> tuple[str, str, str | None]:
+def private_dir(
+    impl: str | None, ids: tuple[int, int] | None, *, follow: bool = True
+) -> tuple[str, str, str | None]:
     """(root, workdir, impl path inside it): a fresh folder, the submission copied in.
 
     root is an empty folder the child starts in; workdir (owned by the sandbox uid) holds a copy
     of the student's file, and only for a folder submission (the file is acceleration.py, the
     course's Module 17 file, as `tito release` and the class grader's folders have it) the .py
     files beside it, which it may import. Any other file comes alone: in a folder of many
-    students' files (alice.py, bob.py), the others' files never reach the child's folder."""
+    students' files (alice.py, bob.py), the others' files never reach the child's folder.
+
+    Staged by tinytorch.sandbox.stage (regular files only, within its caps). follow=False (grading
+    mode) refuses an `impl` that is itself a symbolic link (StageError) instead of copying the file
+    it points to."""
     _sweep_stale()
     root = tempfile.mkdtemp(prefix=f"tt-sandbox-{os.getpid()}-")
     os.chmod(root, 0o711)
     work = os.path.join(root, "work")
     os.mkdir(work, 0o700)
     copied = None
-    if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: copied
-        src = Path(impl).resolve()
-        folder = src.name == MODULE_FILE
-        siblings = sorted(p for p in src.parent.glob("*.py") if p != src) if folder else []
-        siblings = [p for p in siblings if p.is_file() and not p.is_symlink()][:MAX_COPY_FILES]
-        budget = MAX_COPY_BYTES
-        for path in [src, *siblings]:
-            with contextlib.suppress(OSError):
-                size = path.stat().st_size
-                if path is src or size <= budget:
-                    shutil.copyfile(path, os.path.join(work, path.name))
-                    budget -= size
+    if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: staged
+        src = Path(os.path.realpath(impl) if follow else os.path.abspath(impl))
+        stage.stage_file(src, work, siblings=src.name == MODULE_FILE, hard_links=follow)
         copied = os.path.join(work, src.name)
-    if ids is not None:
-        for dirpath, _dirs, files in os.walk(work):
-            os.chown(dirpath, *ids)
-            for f in files:
-                os.chown(os.path.join(dirpath, f), *ids)
+    if ids is not None:  # what staging just created, and nothing else
+        stage.hand_over(work, ids)
     return root, work, copied
 
 
@@ -188,9 +183,6 @@ def needed_paths(package_dir: str) -> list[str]:
     paths.update(p for p in sys.path if p and os.path.isdir(p))
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     return sorted(os.path.realpath(p) for p in paths)
-
-
-MAX_COPY_FILES, MAX_COPY_BYTES = 64, 16 << 20  # a folder submission's .py files copied with it
 
 
 _NAMESPACES: tuple[list[str], str] | None = None
