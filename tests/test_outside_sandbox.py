@@ -4,10 +4,8 @@ and similarity, and what is printed. Each test is one red-team finding, held."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -87,7 +85,9 @@ def test_the_platform_entry_hands_over_only_what_it_staged(tmp_path: Path, monke
     assert target.stat().st_uid == 0
     assert seen["files"] == ["acceleration.py"] and seen["owner"] == 54321
     assert seen["text"] == BASE.read_text()
-    assert any("helpers.py: a symbolic link" in w and "fifo.py: a FIFO" in w for w in doc["warnings"])
+    assert any(
+        "helpers.py: a symbolic link" in w and "fifo.py: a FIFO" in w for w in doc["warnings"]
+    )
 
 
 def test_the_milestone_process_imports_nothing_after_student_code_starts(monkeypatch) -> None:
@@ -111,9 +111,7 @@ def test_the_milestone_process_imports_nothing_after_student_code_starts(monkeyp
         code = run_milestone(str(BASE), grading=True, part_b=False, out=io.StringIO(), fmt=fmt)
         assert code == 0
         late = [
-            m
-            for m in sys.modules
-            if m not in before and getattr(sys.modules[m], "__file__", None)
+            m for m in sys.modules if m not in before and getattr(sys.modules[m], "__file__", None)
         ]
         assert late == [], f"imported after the student's code started ({fmt}): {late}"
 
