@@ -2,7 +2,7 @@
 
     acceleration.py            a plain module: graded as it is
     acceleration.ipynb         a Jupyter notebook (read with nbformat)
-    acceleration.py + markers  a jupytext percent file (`# %%` cells, read with jupytext) that
+    acceleration.py + markers  a jupytext percent file (`# %%` cells, read here in one pass) that
                                marks its cells the nbdev way: `#| default_exp perf.acceleration`
                                once, `#| export` on every cell that belongs to the module
 
@@ -69,18 +69,56 @@ def is_notebook_like(path: str | Path) -> bool:
 
 
 def _read_notebook(path: Path) -> Any:
-    """The notebook (an nbformat NotebookNode). The readers are imported here, when a notebook is
-    actually graded: importing jupytext costs seconds that a plain .py submission never pays."""
-    import jupytext
+    """The notebook (an nbformat NotebookNode). nbformat is imported here, when a notebook is
+    actually graded."""
     import nbformat
 
     try:
-        if path.suffix == ".ipynb":
-            return nbformat.read(path, as_version=4)
-        return jupytext.read(path, fmt="py:percent")
-    except Exception as exc:  # noqa: BLE001 (nbformat/jupytext raise several kinds)
-        kind = "notebook" if path.suffix == ".ipynb" else "jupytext percent file"
-        raise SubmissionError(f"{path.name}: could not be read as a {kind}: {exc}") from None
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # noqa: BLE001 (nbformat raises several kinds)
+        raise SubmissionError(f"{path.name}: could not be read as a notebook: {exc}") from None
+
+
+# A percent file's cell marker (jupytext's `# %%`, also `#%%`), with an optional title and
+# `[markdown]` / `[md]` / `[raw]` kind. `# %%%` is not one.
+_MARKER = re.compile(r"^#\s*%%(?!%)(?P<rest>.*)$")
+_NOT_CODE = re.compile(r"\[\s*(markdown|md|raw)\s*\]")
+_LINES = re.compile(r"\r\n|\r|\n")  # Python's own line ends, and only those
+
+
+def _percent_cells(lines: list[str]) -> list[tuple[int, int]]:
+    """(first line, end line) of each exported code cell of a percent file, in one pass: a cell
+    runs from the line after its marker to the next marker (the lines before the first marker
+    are a cell too)."""
+    out: list[tuple[int, int]] = []
+    start, code = 0, True
+
+    def close(end: int) -> None:
+        if code and set(_directives_of(lines, start, end)) & set(EXPORT_DIRECTIVES):
+            out.append((start, end))
+
+    for i, line in enumerate(lines):
+        match = _MARKER.match(line)
+        if match:
+            close(i)
+            start, code = i + 1, not _NOT_CODE.search(match.group("rest"))
+    close(len(lines))
+    return out
+
+
+def _directives_of(lines: list[str], start: int, end: int) -> list[str]:
+    """The nbdev directive names at the top of lines[start:end] (comment lines before code);
+    reads only up to the first line that is not one."""
+    names = []
+    for i in range(start, end):
+        stripped = lines[i].strip()
+        if not stripped:
+            continue
+        match = _DIRECTIVE.match(stripped)
+        if match is None:
+            break
+        names.append(match.group("name"))
+    return names
 
 
 def cell_name(path: str | Path, index: int) -> str:
@@ -102,38 +140,53 @@ def compiled_in(code: types.CodeType, file: str) -> bool:
     return os.path.realpath(source_path(code.co_filename)) == file
 
 
+_NO_CELL = (
+    "has no exported cell: mark each code cell that belongs to the module with a first line "
+    "`#| export` (nbdev style); only exported cells are graded"
+)
+
+
+def _cell_source(path: Path, index: int, cell: Any) -> str:
+    """A notebook cell's source as text; a SubmissionError naming the cell when it is not text
+    (a hand-edited notebook: an integer, a list of numbers)."""
+    source = cell.get("source", "") if isinstance(cell, dict) else None
+    if isinstance(source, list) and all(isinstance(part, str) for part in source):
+        source = "".join(source)
+    if not isinstance(source, str):
+        raise SubmissionError(
+            f"{path.name}: cell {index} has a source that is not text "
+            f"({type(source).__name__}): not a valid notebook"
+        )
+    return source
+
+
 def _exported_cells(path: Path) -> list[tuple[int, str]]:
     """(index from 1 among all the notebook's cells, source) of each exported code cell."""
     nb = _read_notebook(path)
-    cells = [
-        (index, cell.source)
-        for index, cell in enumerate(nb.cells, start=1)
-        if cell.cell_type == "code" and set(_directives(cell.source)) & set(EXPORT_DIRECTIVES)
-    ]
+    cells = []
+    for index, cell in enumerate(nb.get("cells") or [], start=1):
+        source = _cell_source(path, index, cell)
+        kind = cell.get("cell_type")
+        if kind == "code" and set(_directives(source)) & set(EXPORT_DIRECTIVES):
+            cells.append((index, source))
     if not cells:
-        raise SubmissionError(
-            f"{path.name} has no exported cell: mark each code cell that belongs to the module "
-            "with a first line `#| export` (nbdev style); only exported cells are graded"
-        )
+        raise SubmissionError(f"{path.name} {_NO_CELL}")
     return cells
 
 
-def _at_their_lines(text: str, cells: list[str]) -> str:
+def _at_their_lines(path: Path, text: str) -> str:
     """A percent file's exported cells, each on the lines it has in the file, every other line
-    blank: line N of the module is line N of the file. A cell whose lines the reader changed (a
-    magic it uncommented) is not found; it follows the previous cell, its lines off."""
-    lines, out = text.splitlines(), []
-    for source in cells:
-        block = source.splitlines()
-        start = next(
-            (
-                i
-                for i in range(len(out), len(lines) - len(block) + 1)
-                if lines[i : i + len(block)] == block
-            ),
-            len(out),
-        )
-        out += [""] * (start - len(out)) + block
+    blank: line N of the module is line N of the file. One pass over the lines (a file of many
+    thousand cells took minutes when each cell was searched for in the file)."""
+    lines = _LINES.split(text)
+    cells = _percent_cells(lines)
+    if not cells:
+        raise SubmissionError(f"{path.name} {_NO_CELL}")
+    out = [""] * len(lines)
+    for start, end in cells:
+        out[start:end] = lines[start:end]
+    while out and not out[-1]:
+        out.pop()
     return "\n".join(out) + "\n"
 
 
@@ -157,9 +210,9 @@ def exported_source(path: str | Path) -> str:
     text = path.read_text(encoding="utf-8", errors="replace") if path.suffix != ".ipynb" else ""
     if path.suffix != ".ipynb" and not has_nbdev_markers(text):
         return text
-    cells = [source for _index, source in _exported_cells(path)]
     if path.suffix != ".ipynb":
-        return _at_their_lines(text, cells)
+        return _at_their_lines(path, text)
+    cells = [source for _index, source in _exported_cells(path)]
     return "\n\n".join(source.rstrip() + "\n" for source in cells)
 
 
