@@ -30,6 +30,7 @@ from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points, load_points
 from tinytorch.classroom.submissions import find_module
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
+from tinytorch.render.safe_text import clean_tree
 from tinytorch.sandbox import stage
 
 GRADER_USER = "tinytorch-grader"
@@ -253,6 +254,7 @@ def run_platform(
         }
     else:
         out = prairielearn_results(doc, points)
+    out = clean_tree(out)  # the student's text, shown by the platform, without escapes
     path = results / "results.json"
     tmp = results / ".results.json.tmp"
     tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

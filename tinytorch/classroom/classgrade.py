@@ -43,6 +43,7 @@ from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, gr
 from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.submissions import Submission, discover, source_text
 from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
+from tinytorch.render.safe_text import clean_tree
 from tinytorch.sandbox import stage, uids
 
 
@@ -279,6 +280,7 @@ def grade_class(
         return doc
 
     def record(sub: Submission, doc: dict[str, Any]) -> None:
+        doc = clean_tree(doc)  # a log tail or an error may hold the student's escape sequences
         doc.setdefault("grader", {})["options"] = options
         run.docs[sub.student] = doc
         path = results / f"{sub.student}.json"

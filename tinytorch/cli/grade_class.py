@@ -66,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     finally:
         close_bar()
+    from tinytorch.render.safe_text import clean
+
     for note in result.notes:
-        print(f"note: {note}")
+        print(f"note: {clean(note)}")
     counts: dict[str, int] = {}
     for row in result.rows:
         counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1

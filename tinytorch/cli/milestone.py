@@ -152,8 +152,9 @@ def run_milestone(
     with the file written all the same.
     """
     from tinytorch.render.resultfile import ResultFile, ResultFileError
+    from tinytorch.render.safe_text import CleanStream, clean, clean_tree
 
-    out = out or sys.stdout
+    out = CleanStream(out or sys.stdout)  # the student's text reaches the terminal cleaned
     why = missing_impl(impl) or refused_impl(impl, grading=grading)
     if why:
         print(f"tito milestone run: {why}", file=sys.stderr)
@@ -189,7 +190,8 @@ def run_milestone(
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 (a grader bug: verdict ERROR, never a bare traceback)
         doc = _error_document(impl, seed, grading, timeout, exc)
-        print(f"tito milestone: {doc.get('error')}", file=sys.stderr)
+        print(f"tito milestone: {clean(str(doc.get('error')))}", file=sys.stderr)
+    doc = clean_tree(doc)  # and the JSON (its `output` fields) too
     code = exit_code(str(doc.get("verdict")))  # from the milestone document, before any
     # conversion to another format (e.g. PrairieLearn's), which only changes what the file holds
     if points is not None:  # PrairieLearn's external-grader results.json (issue 11)

@@ -18,6 +18,7 @@ from tinytorch.classroom.similarity import (
 )
 from tinytorch.milestone07.cases import FUNCTIONS
 from tinytorch.render.platforms import tiled_matmul_gflops
+from tinytorch.render.safe_text import clean
 
 VERDICT_ORDER = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")
 SIDE_BY_SIDE_MAX = MARKED_MAX  # flags shown side by side (all are listed in the table)
@@ -149,15 +150,20 @@ def figures(docs: dict[str, dict[str, Any]], folder: Path, *, part_b: bool) -> d
     return out
 
 
+def _esc(text: str) -> str:
+    """Student-controlled text for HTML: control characters and escapes removed, then escaped."""
+    return html.escape(clean(text))
+
+
 def _img(path: Path, alt: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{data}">'
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    head = "".join(f"<th>{_esc(str(h))}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+        "<tr>" + "".join(f"<td>{_esc(str(c))}</td>" for c in row) + "</tr>" for row in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
@@ -165,7 +171,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 def _side(source: str, marked: set[int]) -> str:
     lines = []
     for i, line in enumerate(source.splitlines(), start=1):
-        text = f"{i:4d}  {html.escape(line)}"
+        text = f"{i:4d}  {_esc(line)}"
         lines.append(f"<mark>{text}</mark>" if i in marked else text)
     return "<pre>" + "\n".join(lines) + "</pre>"
 
@@ -187,7 +193,7 @@ def similarity_html(flags: list[Flag], sources: dict[str, str], reference: str) 
     for f in flags[:SIDE_BY_SIDE_MAX]:
         right = reference if f.b == REFERENCE else sources.get(f.b, "")
         parts.append(
-            f"<h3>{html.escape(f.a)} ~ {html.escape(f.b)} (score {f.score:.3f})</h3>"
+            f"<h3>{_esc(f.a)} ~ {_esc(f.b)} (score {f.score:.3f})</h3>"
             f'<div class="sbs"><div>{_side(sources.get(f.a, ""), f.a_lines)}</div>'
             f"<div>{_side(right, f.b_lines)}</div></div>"
         )
@@ -220,7 +226,7 @@ def write_report(
     lessons = common_lessons(docs)
     sections = [
         f"<h1>Milestone 07 class report</h1><p>{len(docs)} students: {summary}.</p>",
-        *(f"<p><b>Note:</b> {html.escape(n)}</p>" for n in notes or []),
+        *(f"<p><b>Note:</b> {_esc(n)}</p>" for n in notes or []),
         "<h2>Pass rate</h2>",
         _img(figs["pass_rate"], "pass rate"),
         "<h2>Failures per case</h2>",

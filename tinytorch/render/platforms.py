@@ -9,6 +9,7 @@ from typing import Any
 
 from tinytorch.classroom.scoring import Item, Points, score_items, total
 from tinytorch.milestone07.diagnose import Diagnosis
+from tinytorch.render.safe_text import clean
 from tinytorch.render.terminal import render_lessons, render_root_causes
 
 GRADEBOOK_COLUMNS = (
@@ -35,8 +36,8 @@ def gradebook_row(student: str, doc: dict[str, Any], points: Points) -> dict[str
     (cp, ct), (kp, kt), (hp, ht) = (_count(items, k) for k in ("case", "check", "hidden_case"))
     seconds = (doc.get("grader") or {}).get("seconds", doc.get("seconds", 0.0))
     return {
-        "student": student,
-        "verdict": doc["verdict"],
+        "student": clean(student),
+        "verdict": clean(str(doc["verdict"])),
         "cases_passed": cp,
         "cases_total": ct,
         "checks_passed": kp,
@@ -46,7 +47,7 @@ def gradebook_row(student: str, doc: dict[str, Any], points: Points) -> dict[str
         "score": _points(earned),
         "max_score": _points(possible),
         "seconds": round(float(seconds or 0.0), 1),
-        "error": doc.get("error", ""),
+        "error": clean(str(doc.get("error") or "")),
     }
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from tinytorch.milestone07.cases import CASES_BY_NAME, GROUPS, HIDDEN_PREFIX
 from tinytorch.milestone07.diagnose import FAILURE_LESSONS, Diagnosis, Lesson, diagnose_result
 from tinytorch.milestone07.results import CaseResult, PartAResult, PartBResult
+from tinytorch.render.safe_text import clean
 
 MARK = {
     "pass": "PASS",
@@ -90,7 +91,7 @@ def render_part_a(result: PartAResult, verbose: bool = False) -> str:
     if result.load_error or result.error:  # nothing ran: one cause, not one line per case
         lines += _render_unloaded(result)
         lines.append(_footer(result, diag, verbose))
-        return "\n".join(lines)
+        return clean("\n".join(lines))  # student text never reaches a terminal raw
     if result.missing:
         lines.append("still to write:")
         lines += [line for m in result.missing for line in _wrap(f"- {m}", 2, hang=4)]
@@ -109,7 +110,7 @@ def render_part_a(result: PartAResult, verbose: bool = False) -> str:
         lines += [line for w in result.warnings for line in _wrap(f"note: {w}"[:600], 0)]
         lines.append("")
     lines.append(_footer(result, diag, verbose))
-    return "\n".join(lines)
+    return clean("\n".join(lines))  # student text never reaches a terminal raw
 
 
 def _headline(result: PartAResult) -> str:
@@ -428,4 +429,4 @@ def render_part_b(result: PartBResult) -> str:
     for w in result.warnings:
         lines += _wrap(f"WARNING: {w}", indent=0)
     lines.append(f"({result.seconds:.1f} s)")
-    return "\n".join(lines)
+    return clean("\n".join(lines))  # student text never reaches a terminal raw

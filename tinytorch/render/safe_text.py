@@ -1,0 +1,61 @@
+"""The one sanitiser for student-controlled text on its way to a person.
+
+A student's exception messages, file names, printed output and source reach the terminal, logs,
+gradebook.csv, JSON `output` fields and the class report. Red-teaming put 330 raw ESC and 55 BEL
+bytes on `tito milestone run`'s stdout: they cleared the screen, drew a fake green "PASS 30/30",
+wrote the clipboard (OSC 52) and hid text, while the JSON said NOT_PASSED. `clean` removes every
+escape sequence (CSI, OSC, DCS/PM/APC/SOS, 7- and 8-bit) and then every other control character
+but tab and newline (so also CR, which overwrites a line, and BEL), and the Unicode bidirectional
+overrides that reorder what is shown. Every renderer in tinytorch/render/ and the class grader use
+it; none keeps its own.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TextIO
+
+_SEQUENCES = re.compile(
+    r"""
+      (?:\x1b\]|\x9d) [^\x07\x1b\x9c]* (?:\x07|\x1b\\|\x9c)?   # OSC ... BEL or ST (OSC 52)
+    | (?:\x1b[P^_X]|[\x90\x98\x9e\x9f]) [^\x1b\x9c]* (?:\x1b\\|\x9c)?   # DCS, SOS, PM, APC
+    | (?:\x1b\[|\x9b) [0-?]* [ -/]* [@-~]?                    # CSI (colours, cursor, clear)
+    | \x1b [ -/]* [0-~]?                                       # any other ESC sequence
+    """,
+    re.VERBOSE,
+)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """`text` without escape sequences or control characters (tab and newline are kept)."""
+    if not isinstance(text, str):
+        text = str(text)
+    return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+
+
+def clean_tree(obj: Any) -> Any:
+    """A JSON-like value with every string in it (keys too) cleaned; other values unchanged."""
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean_tree(v) for v in obj]
+    return obj
+
+
+class CleanStream:
+    """A text stream that cleans everything written to it (the terminal report's `out`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(clean(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
