@@ -4,8 +4,10 @@ and similarity, and what is printed. Each test is one red-team finding, held."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,6 +145,27 @@ def test_the_script_route_refuses_a_fifo_and_a_file_too_large(tmp_path: Path, ca
         assert why in capsys.readouterr().err
 
 
+def _remove_deep(top: Path) -> None:
+    """Remove a chain of nested folders of any depth without recursion (shutil.rmtree, and so
+    pytest's own tmp cleanup, would hit RecursionError)."""
+    fds, names = [os.open(top, os.O_RDONLY)], []
+    while True:
+        entries = list(os.scandir(fds[-1]))
+        for e in entries:
+            if not e.is_dir(follow_symlinks=False):
+                os.unlink(e.name, dir_fd=fds[-1])
+        dirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        if dirs:
+            names.append(dirs[0])
+            fds.append(os.open(dirs[0], os.O_RDONLY, dir_fd=fds[-1]))
+        elif names:
+            os.close(fds.pop())
+            os.rmdir(names.pop(), dir_fd=fds[-1])
+        else:
+            os.close(fds.pop())
+            return
+
+
 def test_deep_folders_are_walked_without_recursion(tmp_path: Path) -> None:
     """A folder nested thousands of levels deep: RecursionError in class discovery (traceback,
     exit 1), ERROR on Gradescope. The scan is iterative and stops at MAX_DEPTH, named."""
@@ -158,13 +181,17 @@ def test_deep_folders_are_walked_without_recursion(tmp_path: Path) -> None:
         os.close(fd)
         fd = new
     os.close(fd)
-    impl, why = find_module(sub, notebook=True)
-    assert impl == sub / "acceleration.py", why
-    found = stage.scan(sub)
-    assert any("deeper than" in s for s in found.skipped)
-    (got,) = discover(tmp_path / "subs")
-    assert got.impl == sub / "acceleration.py"
-    assert got.mtime() > 0
+    try:
+        impl, why = find_module(sub, notebook=True)
+        assert impl == sub / "acceleration.py", why
+        found = stage.scan(sub)
+        assert any("deeper than" in s for s in found.skipped)
+        (got,) = discover(tmp_path / "subs")
+        assert got.impl == sub / "acceleration.py"
+        assert got.mtime() > 0
+    finally:
+        _remove_deep(sub / "d")
+        os.rmdir(sub / "d")
 
 
 def test_two_entries_for_one_id_grade_one_and_name_the_clash(tmp_path: Path) -> None:
@@ -190,3 +217,112 @@ def test_a_fifo_in_a_class_is_refused_without_opening_it(tmp_path: Path) -> None
     os.mkfifo(subs / "mallory.py")
     (got,) = discover(subs)
     assert got.impl is None and "a FIFO" in got.problem
+
+
+# ---- the grader's own parsing and comparing stay bounded -----------------------------------------
+
+
+def _percent_file(cells: int) -> str:
+    parts = ["#| default_exp perf.acceleration\n"]
+    for i in range(cells // 2):
+        parts.append(f"# %%\n#| export\ndef f{i}(x):\n    return x + {i}  # {'pad ' * 20}\n\n")
+        parts.append(f"# %%\nprint(f{i}(1))\n\n")
+    return "".join(parts)
+
+
+def test_export_parsing_is_linear(tmp_path: Path) -> None:
+    """A 1.5 MB percent file: 4,000 cells took 8 s, 8,000 cells 33 s in the grader's own export
+    parsing (each cell searched for in the file again)."""
+    from tinytorch.sandbox.child.exports import exported_source
+
+    path = tmp_path / "acceleration.py"
+    path.write_text(_percent_file(8000))
+    start = time.perf_counter()
+    text = exported_source(path)
+    assert time.perf_counter() - start < 1.0
+    lines = text.splitlines()
+    assert lines[3] == "def f0(x):" and "print(f0(1))" not in text  # line N is line N
+    assert text.count("def f") == 4000
+
+
+def test_a_notebook_cell_whose_source_is_not_text_is_the_students_problem(tmp_path: Path) -> None:
+    """A cell `source` that is an integer: AttributeError in the grader's own process, and the
+    class run died with a traceback."""
+    from tinytorch.classroom.submissions import source_text
+    from tinytorch.sandbox.child.exports import SubmissionError, exported_source
+
+    nb = {
+        "cells": [{"id": "c1", "cell_type": "code", "source": 7, "metadata": {}, "outputs": [],
+                   "execution_count": None}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }  # fmt: skip
+    path = tmp_path / "mallory.ipynb"
+    path.write_text(json.dumps(nb))
+    with pytest.raises(SubmissionError, match="cell 1 has a source that is not text"):
+        exported_source(path)
+    assert isinstance(source_text(path), str)
+
+
+def test_similarity_is_near_linear_on_large_files() -> None:
+    """Two identical 1 MB files: matching regions were quadratic (4,000 lines 7.2 s)."""
+    from tinytorch.classroom.similarity import similarity_flags
+
+    big = "".join(
+        f"def f{i}(a, b):\n    return a[{i}] * b + {i} - a // {i + 1}\n" for i in range(20000)
+    )
+    start = time.perf_counter()
+    flags = similarity_flags({"a": big, "b": big, "c": big + "x = 1\n"}, "y = 2\n", "")
+    assert time.perf_counter() - start < 10.0
+    assert {(f.a, f.b) for f in flags} == {("a", "b"), ("a", "c"), ("b", "c")}
+    assert all(f.a_lines for f in flags)
+
+
+def test_cr_line_ends_do_not_hide_a_copy_of_the_reference() -> None:
+    """The reference saved with CR line ends graded PASS with no flag; with LF it scored 1.000."""
+    from tinytorch.classroom.similarity import REFERENCE, similarity_flags
+    from tinytorch.release import make_student_source, reference_path
+
+    ref = reference_path(17).read_text(encoding="utf-8")
+    starter = make_student_source(ref)
+    sources = {"cr": ref.replace("\n", "\r"), "crlf": ref.replace("\n", "\r\n"), "lf": ref}
+    flags = similarity_flags(sources, ref, starter)
+    assert {f.a for f in flags if f.b == REFERENCE} == {"cr", "crlf", "lf"}
+
+
+# ---- everything printed is safe ------------------------------------------------------------------
+
+NASTY = "\x1b[2J\x1b[H\x1b[32mPASS 30/30\x1b[0m\x1b]52;c;ZXZpbA==\x07\x07\r\x9b31m\u202e"
+
+
+def test_escape_sequences_never_reach_the_terminal_or_the_json(tmp_path: Path) -> None:
+    """330 raw ESC and 55 BEL bytes of a student's exception messages reached the terminal: they
+    cleared the screen, drew a fake green PASS and wrote the clipboard (OSC 52)."""
+    from tinytorch.cli.milestone import run_milestone
+    from tinytorch.render.safe_text import clean
+
+    assert clean(NASTY + "ok\tend\n") == "PASS 30/30ok\tend\n"
+    path = tmp_path / "acceleration.py"
+    path.write_text(
+        "".join(
+            f"def {f}(*args, **kwargs):\n    raise ValueError({NASTY!r})\n\n\n"
+            for f in ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
+        )
+    )
+    out, json_path = io.StringIO(), tmp_path / "r.json"
+    for fmt in ("json", "prairielearn"):
+        code = run_milestone(str(path), part_b=False, out=out, json_path=str(json_path), fmt=fmt)
+        assert code == 1
+        text = out.getvalue() + json_path.read_text()
+        assert "PASS 30/30" in text  # the message is shown, its escapes are not
+        assert not any(c in text for c in "\x1b\x07\r\x9b\u202e")
+        assert "\\u001b" not in text and "\\u0007" not in text
+
+
+def test_gradebook_and_class_report_text_is_clean() -> None:
+    from tinytorch.classroom.scoring import Points
+    from tinytorch.render.class_html import _esc
+    from tinytorch.render.platforms import gradebook_row
+
+    row = gradebook_row("mallory", {"verdict": "ERROR", "error": NASTY, "cases": []}, Points())
+    assert "\x1b" not in row["error"] and "\x07" not in row["error"]
+    assert "\x1b" not in _esc(NASTY) and "&lt;" in _esc("<b>")
