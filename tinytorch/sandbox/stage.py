@@ -193,8 +193,9 @@ def _one(
         out.skipped.append(f"{path}: {_kind(st.st_mode)}, not a regular file")
     elif _skip_dir(entry.name):
         pass
-    elif depth + 1 > max_depth:
-        out.skipped.append(f"{path}/: deeper than {max_depth} folder levels")
+    elif depth + 1 > max_depth:  # max_depth 0: only the folder's own files are wanted
+        if max_depth:
+            out.skipped.append(f"{path}/: deeper than {max_depth} folder levels")
     else:
         try:
             return os.open(entry.name, _DIR, dir_fd=fd)
