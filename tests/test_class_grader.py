@@ -581,14 +581,16 @@ def test_a_student_the_grader_cannot_stage_is_one_error_row(tmp_path: Path, monk
     subs.mkdir()
     (subs / "amy.py").write_text(BASE.read_text())
     (subs / "ben.py").write_text(BASE.read_text())
-    write_bytes = Path.write_bytes
+    from tinytorch.sandbox import stage
 
-    def full_disk(self: Path, data: bytes) -> int:
-        if self.name == "amy.py":
+    write = stage.write  # the one place a copy is written (tinytorch/sandbox/stage.py)
+
+    def full_disk(staged: stage.Staged, dest: Path, **kwargs: object) -> list[str]:
+        if "amy.py" in staged.blobs:
             raise OSError(28, "No space left on device")
-        return write_bytes(self, data)
+        return write(staged, dest, **kwargs)
 
-    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    monkeypatch.setattr(stage, "write", full_disk)
     run = grade_class(subs, tmp_path / "out", jobs=1)
     assert run.docs["amy"]["verdict"] == "ERROR" and "No space left" in run.docs["amy"]["error"]
     assert run.docs["ben"]["verdict"] == "PASS"
