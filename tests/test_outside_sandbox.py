@@ -92,7 +92,15 @@ def test_the_platform_entry_hands_over_only_what_it_staged(tmp_path: Path, monke
     )
 
 
-def test_the_milestone_process_imports_nothing_after_student_code_starts(monkeypatch) -> None:
+RUNS = [("json", False), ("prairielearn", False)]
+
+
+@pytest.mark.parametrize(
+    "runs", [RUNS, pytest.param([("json", True)], marks=pytest.mark.slow, id="part_b")]
+)
+def test_the_milestone_process_imports_nothing_after_student_code_starts(
+    monkeypatch, runs: list[tuple[str, bool]]
+) -> None:
     """The rule behind the attack: every module the milestone process imports is imported before
     the student's code runs (boundary.preload), so a file the student could reach is never run
     by the grader. Checked on the PrairieLearn format too, which imports its renderer last."""
@@ -108,14 +116,14 @@ def test_the_milestone_process_imports_nothing_after_student_code_starts(monkeyp
         return start(self, *args, **kwargs)
 
     monkeypatch.setattr(parent.Sandbox, "start", spy)
-    for fmt in ("json", "prairielearn"):
+    for fmt, part_b in runs:
         before.clear()
-        code = run_milestone(str(BASE), grading=True, part_b=False, out=io.StringIO(), fmt=fmt)
+        code = run_milestone(str(BASE), grading=True, part_b=part_b, out=io.StringIO(), fmt=fmt)
         assert code == 0
         late = [
             m for m in sys.modules if m not in before and getattr(sys.modules[m], "__file__", None)
         ]
-        assert late == [], f"imported after the student's code started ({fmt}): {late}"
+        assert late == [], f"imported after the student's code started ({fmt}, {part_b}): {late}"
 
 
 def test_the_script_route_refuses_a_link_in_grading_mode(tmp_path: Path, capsys) -> None:

@@ -180,6 +180,9 @@ def run_milestone(
         except ResultFileError as exc:
             print(f"tito milestone: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    from tinytorch.milestone07.boundary import preload
+
+    preload(part_b=part_b)  # all the grader will import, before any student code runs
     try:
         doc = _graded(
             impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots,

@@ -31,7 +31,7 @@ GRADED = Graded(
 # been able to write that file (red-teaming: root chowned a staged link's target, a module of this
 # environment, to the grading user), it would run the student's code in the grader and forge the
 # result. tests/test_outside_sandbox.py checks that nothing with a file is imported late.
-LATE_IMPORTS = (
+LATE_IMPORTS = (  # Part A, in either output format (measured: the test lists what came late)
     "numpy.random",
     "email.parser",
     "email.feedparser",
@@ -42,22 +42,25 @@ LATE_IMPORTS = (
     "tinytorch.extensions.build",
     "tinytorch.extensions.mps",
     "tinytorch.extensions.simd",
-    "tinytorch.extensions.triton_kernels",
-    "tinytorch.bench.tasks",
     "tinytorch.render.platforms",
     "tinytorch.render.resultfile",
     "tinytorch.render.json_doc",
     "tinytorch.render.terminal",
     "tinytorch.classroom.scoring",
+)
+PART_B_IMPORTS = (  # only where Part B follows Part A (triton_kernels alone costs ~0.3 s)
+    "tinytorch.bench.tasks",
     "tinytorch.bench.part_b",
     "tinytorch.bench.native",
+    "tinytorch.extensions.triton_kernels",
 )
 
 
-def preload() -> None:
-    """Import LATE_IMPORTS now, before any student code runs (one that is not installed, e.g.
-    an optional backend, is skipped: it cannot be imported later either)."""
-    for name in LATE_IMPORTS:
+def preload(*, part_b: bool = False) -> None:
+    """Import LATE_IMPORTS (and PART_B_IMPORTS with `part_b`) now, before any student code runs
+    (one that is not installed, e.g. an optional backend, is skipped: it cannot be imported
+    later either)."""
+    for name in LATE_IMPORTS + (PART_B_IMPORTS if part_b else ()):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
 
