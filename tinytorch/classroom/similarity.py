@@ -35,7 +35,7 @@ REFERENCE_THRESHOLD = 0.90
 MIN_TOKENS = 40
 MIN_BLOCK = 8
 GRAM = 4
-MAX_TOKENS = 200_000  # per file: past it the rest is not compared (the cap keeps time linear)
+MAX_TOKENS = 50_000  # per file (Module 17 is ~5,000 tokens): the rest is not compared
 ALIGN_MAX = 3000  # shingles: longer streams are scored and marked from hashed shingles only
 MARKED_MAX = 20  # flags (best first) whose matching regions are computed for the side-by-side
 REFERENCE = "(reference solution)"
@@ -58,12 +58,16 @@ class Tokens:
         return hashlib.sha256("\x00".join(self.norm).encode()).hexdigest()
 
     def grams(self, size: int = GRAM) -> list[int]:
-        """The overlapping `size`-token shingles, hashed (one for a shorter stream)."""
-        if len(self.norm) < size:
-            return [hash("\x01".join(self.norm))] if self.norm else []
-        return [
-            hash("\x01".join(self.norm[i : i + size])) for i in range(len(self.norm) - size + 1)
-        ]
+        """The overlapping `size`-token shingles, hashed (one for a shorter stream); computed
+        once per size."""
+        cache = self.__dict__.setdefault("_grams", {})
+        if size not in cache:
+            norm = self.norm
+            if len(norm) < size:
+                cache[size] = [hash(tuple(norm))] if norm else []
+            else:
+                cache[size] = [hash(tuple(norm[i : i + size])) for i in range(len(norm) - size + 1)]
+        return cache[size]
 
 
 @dataclass
