@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from tinytorch.milestone07 import SCHEMA_VERSION  # the package first: it imports json_doc
+from tinytorch.render.json_doc import SCHEMA_VERSION
 from tinytorch.sandbox import procs
 
 WALL_TIMEOUT_S = 300.0  # per submission, the whole milestone run
