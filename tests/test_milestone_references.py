@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinytorch import compare
+from tinytorch.compare import compare
 from tinytorch.milestone07.references import (
     out_size,
     ref_col2im,
