@@ -1,12 +1,25 @@
-"""Shared pytest setup: one hypothesis profile for every test file.
+"""Shared pytest setup: one hypothesis profile for every test file, and the `exclusive` lock.
 
 No deadline: two shared cores make per-example timings noisy, and timing is not what we test.
 Under CI (the CI variable set, as .ci/run does) examples are derandomised, so a red run repeats.
 HYPOTHESIS_PROFILE=thorough runs 300 examples per test locally.
+
+The suite runs on pytest-xdist workers (`-n auto` in pyproject.toml). A test marked `exclusive`
+(it races a timeout or a neighbour's CPU share, or it times something) runs while no other test
+runs: every test holds a shared lock on one file, an exclusive test holds it exclusively. A second
+"turnstile" lock, taken briefly before either, keeps the exclusive test from being starved by the
+next shared ones. Without xdist (`-p no:xdist`, `-n 0`) the lock is uncontended and costs nothing.
 """
 
-import os
+from __future__ import annotations
 
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -21,3 +34,26 @@ settings.register_profile(
 settings.register_profile("thorough", parent=settings.get_profile("tinytorch"), max_examples=300)
 default = "tinytorch-ci" if os.environ.get("CI") else "tinytorch"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", default))
+
+
+def _lock_dir(config: pytest.Config) -> Path:
+    """One folder per pytest run, shared by its xdist workers (they inherit the controller's id)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
+    path = Path(tempfile.gettempdir()) / f"tinytorch-pytest-{run}"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _exclusive_lock(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Shared for ordinary tests; exclusive (alone on the machine) for tests marked `exclusive`."""
+    folder = _lock_dir(request.config)
+    mode = fcntl.LOCK_EX if request.node.get_closest_marker("exclusive") else fcntl.LOCK_SH
+    with open(folder / "turnstile", "a") as turnstile, open(folder / "tests", "a") as tests:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(tests, mode)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
+        fcntl.flock(tests, fcntl.LOCK_UN)

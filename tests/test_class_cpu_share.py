@@ -19,6 +19,8 @@ from tinytorch.classroom import classgrade
 from tinytorch.classroom.cpugroups import CpuGroups, _mountinfo_roots, _own_paths, _under
 from tinytorch.classroom.runner import error_doc
 
+pytestmark = pytest.mark.exclusive  # it measures who gets the CPU: nothing else may run
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "tests" / "mutants" / "student_base.py"  # a correct Module 17
 FUNCS = ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
