@@ -15,6 +15,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from tinytorch.viz import style
 from tinytorch.viz.bugs import BUGS, YOURS, bug_grid
 from tinytorch.viz.heatmap import HeatmapData, draw_heatmap, heatmap_data, shape_label
 
@@ -113,27 +114,32 @@ def draw_tile_throughput(data: dict[str, Any]) -> Any:
     A noisy figure is drawn hollow and labelled "noisy: rerun"; so is the NumPy line when it is
     flagged or lies below any of your tile sizes (a busy machine, never a slow BLAS).
     """
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(7.2, 3.8))
+    mine, blas = style.backend_colour("student"), style.backend_colour("numpy")
     noisy_at = data.get("noisy") or [False] * len(data["tiles"])
     points = [
         (t, g, bool(z))
         for t, g, z in zip(data["tiles"], data["gflops"], noisy_at, strict=True)
         if g is not None
     ]
-    ax.plot([t for t, _, _ in points], [g for _, g, _ in points], "-", color="#d62728")
+    ax.plot([t for t, _, _ in points], [g for _, g, _ in points], "-", color=mine)
     for t, g, z in points:
-        ax.plot(t, g, "o", color="#d62728", markerfacecolor="white" if z else "#d62728")
+        ax.plot(t, g, "o", color=mine, markerfacecolor="white" if z else mine)
         if z:
             ax.annotate(
-                "noisy: rerun", (t, g), xytext=(4, 4), textcoords="offset points", fontsize=6
+                "noisy: rerun",
+                (t, g),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=style.MIN_FONT_PT,
             )
-    ax.plot([], [], "o-", color="#d62728", label="your tiled_matmul")
+    ax.plot([], [], "o-", color=mine, label="your tiled_matmul")
     numpy, noisy = data.get("numpy_gflops"), False
     if numpy is not None:
         below = any(g > numpy for _, g, _ in points)  # the plot's own guard, as in viz/timing
         noisy = bool(data.get("numpy_noisy")) or below
         label = "NumPy (BLAS)" + (", noisy: rerun" if noisy else "")
-        ax.axhline(numpy, color="#1f77b4", linestyle="--", alpha=0.5 if noisy else 1.0, label=label)
+        ax.axhline(numpy, color=blas, linestyle="--", alpha=0.5 if noisy else 1.0, label=label)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(data["tiles"])
@@ -143,16 +149,22 @@ def draw_tile_throughput(data: dict[str, Any]) -> Any:
     n = data["size"]
     ax.set_title(
         f"{n}x{n} @ {n}x{n}: small tiles pay Python overhead per block, big ones lose the cache",
-        fontsize=9,
+        fontsize=style.FONT_PT,
     )
-    ax.legend(fontsize=8)
+    ax.tick_params(labelsize=style.MIN_FONT_PT)
+    ax.legend(fontsize=style.MIN_FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if noisy or any(z for _, _, z in points):
         from tinytorch.profiling.load import NOISY_LOAD
 
         loads = [v for v in [*(data.get("load") or []), data.get("numpy_load")] if v is not None]
         busiest = max(loads, default=0.0)
         busy = f"; other work kept {busiest:.1f} cores busy" if busiest > NOISY_LOAD else ""
-        fig.text(0.01, 0.01, f"noisy: rerun this view when the machine is quiet{busy}", fontsize=7)
+        fig.text(
+            0.01,
+            0.01,
+            f"noisy: rerun this view when the machine is quiet{busy}",
+            fontsize=style.MIN_FONT_PT,
+        )
         fig.tight_layout(rect=(0, 0.05, 1, 1))
     else:
         fig.tight_layout()
