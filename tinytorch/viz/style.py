@@ -21,7 +21,7 @@ MIN_FONT_PT = 9.0  # the smallest text anywhere: ticks, legends, annotations, ba
 # "red is me" once. Students are reds, baselines take the other tab10 hues.
 BACKEND_COLOURS: dict[str, str] = {
     "student": "#d62728",
-    "student fused_gelu": "#d62728",
+    "student fused_gelu": "#a50f15",
     "student unfused_gelu": "#ff9896",
     "reference": "#7f7f7f",
     "numpy": "#1f77b4",
@@ -30,6 +30,8 @@ BACKEND_COLOURS: dict[str, str] = {
     "triton": "#9467bd",
     "mps": "#8c564b",
 }
+# A figure being redrawn is dimmed in place (explorers and the heatmap add the class "tt-busy").
+BUSY_CSS = "<style>.tt-busy{opacity:0.35;transition:opacity 0.1s}</style>"
 _SPARE = ("#17becf", "#bcbd22", "#e377c2", "#aec7e8", "#98df8a", "#c5b0d5")  # unknown backends
 
 
