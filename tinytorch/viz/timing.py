@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 
 from tinytorch.profiling import Ceilings, measure_ceilings
 from tinytorch.viz import style
@@ -251,11 +252,14 @@ def _overlaps(box: Any, placed: Sequence[Any]) -> bool:
 
 # Offsets (points) tried in turn for a point's number: beside it first, then further out, where
 # a thin leader line ties the number to its point.
-_NUMBER_OFFSETS = [
-    (dx * r, dy * r)
-    for r in (1.0, 2.2, 3.6, 5.0)
-    for dx, dy in ((6, -4), (-6, -4), (6, 4), (-6, 4), (0, 6), (0, -14), (8, -10), (-8, -10))
-]
+_NUMBER_OFFSETS = sorted(
+    (
+        (dx, dy)
+        for dx in (7, -7, 20, -20, 34, -34, 50, -50, 68, -68)
+        for dy in (0, 6, -6, 12, -12, 19, -19, 27, -27)
+    ),
+    key=lambda o: (o[0] ** 2 + o[1] ** 2, -o[0]),  # nearest first; right before left
+)
 
 
 def _place_numbers(
@@ -278,7 +282,7 @@ def _place_numbers(
         for dx, dy in _NUMBER_OFFSETS:
             if text is not None:
                 text.remove()
-            far = abs(dx) > 8 or abs(dy) > 14
+            far = abs(dx) > 8 or abs(dy) > 7
             text = ax.annotate(
                 str(number),
                 (p.intensity, p.gflops),
@@ -290,11 +294,12 @@ def _place_numbers(
                 fontweight="bold",
                 arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.6} if far else None,
             )
-            box = text.get_window_extent(renderer).padded(1)
+            text.update_positions(renderer)  # where the offset puts it, before any draw
+            box = Text.get_window_extent(text, renderer).padded(1)  # the number, no leader
             inside = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
             if inside and not _overlaps(box, placed):
                 break
-        placed.append(text.get_window_extent(renderer))
+        placed.append(Text.get_window_extent(text, renderer))
 
 
 KEY_LINE_IN = 1.35 * style.MIN_FONT_PT / 72  # one line of the roofline's key
