@@ -736,3 +736,26 @@ def test_notebook_text_wraps_between_words_never_inside_one():
     assert table["text/plain"].startswith("  your tiled_matmul")
     prose = text_bundle("call `tiled_matmul` here", prose=True)["text/html"]
     assert "<code>tiled_matmul</code>" in prose and "word-break:normal" in prose
+
+
+def test_the_speed_view_says_whose_kernel_it_times_when_an_example_bug_is_picked():
+    from tinytorch.viz.bugs import BUGS
+    from tinytorch.viz.widget import SPEED, TileHeatmap
+
+    def grid(impl, shapes, tiles, *, seed=0, timeout=5.0):
+        return [SimpleNamespace(status="pass", max_error=0.0) for _ in shapes for _ in tiles]
+
+    timed = []
+
+    def timer(impl, *, seed=0):
+        timed.append(impl)
+        return {"size": 8, "tiles": [2], "gflops": [1.0], "numpy_gflops": 9.0, "errors": []}
+
+    heat = TileHeatmap("student.py", grid=grid, timer=timer)
+    heat.source.value = next(iter(BUGS))
+    heat.view.value = SPEED
+    assert timed == ["student.py"]  # the student's kernel, never the example bug
+    assert "always times your kernel" in heat.status.value and "example bug" in heat.status.value
+    heat.source.value = "your kernel"
+    assert "always times your kernel" not in heat.status.value
+    assert "tt-busy" not in heat.out._dom_classes  # the busy dimming is lifted after each redraw
