@@ -134,7 +134,7 @@ def test_the_downscale_check_catches_an_18_inch_figure():
 
 
 def _check_sections(page, run: str) -> list[str]:
-    """A screenshot per notebook section (h2/h3), then every figure's displayed size."""
+    """A screenshot per notebook section (h2/h3) and per figure, then each figure's displayed size."""
     import re
 
     page.wait_for_function(LOADED, timeout=60_000)
@@ -147,6 +147,13 @@ def _check_sections(page, run: str) -> list[str]:
         page.wait_for_timeout(300)
         slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:40]
         shot = ARTIFACTS / f"browser_{run}_{i:02d}_{slug}.png"
+        page.screenshot(path=str(shot))
+        shots.append(shot.name)
+    figures = page.locator(".jp-OutputArea-output img")
+    for i in range(figures.count()):  # and each figure as the student sees it, top of the screen
+        figures.nth(i).evaluate("f => f.scrollIntoView({block: 'start'})")
+        page.wait_for_timeout(200)
+        shot = ARTIFACTS / f"browser_{run}_figure_{i:02d}.png"
         page.screenshot(path=str(shot))
         shots.append(shot.name)
     sizes = page.evaluate(FIGURE_SIZES)
