@@ -71,7 +71,13 @@ from tinytorch import milestone07 as m07
 from tinytorch import viz
 from tinytorch.bench.part_b import run_part_b
 from tinytorch.render.json_doc import to_json
-from tinytorch.render.notebook_record import cases_bundle, checks_bundle, show, verdict_bundle
+from tinytorch.render.notebook_record import (
+    cases_bundle,
+    checks_bundle,
+    show,
+    text_bundle,
+    verdict_bundle,
+)
 from tinytorch.render.notebook_tables import cases_lead_html
 from tinytorch.render.terminal import render_part_b
 from tinytorch.viz.explore import Im2colExplorer, TileExplorer
@@ -83,7 +89,7 @@ def walk(group: str):
     """One group of the gate on IMPL: verdict and lesson, the first failure drawn, the table."""
     names = [case.name for case in m07.CASES if case.group == group]
     result = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT, cases=names, checks=False)
-    print(m07.GROUP_INTRO[group])
+    show(text_bundle(m07.GROUP_INTRO[group], prose=True))  # wraps between words
     display(HTML(cases_lead_html(result.cases)))
     viz.show_failures(result.cases)  # drawn from the graded output: nothing of yours reruns
     show(cases_bundle(result.cases, stage=group, lead=False))
@@ -229,10 +235,10 @@ display(heatmap.widget)
 from tinytorch.profiling import Ceilings
 
 native = viz.native.native_status()
-print(viz.native.native_status_text(native))
+show(text_bundle(viz.native.native_status_text(native)))
 part_b = None if PART_B == "off" else run_part_b(IMPL, sizes=PART_B, part_a=part_a)
 if part_b is not None:
-    print(render_part_b(part_b))
+    show(text_bundle(render_part_b(part_b)))  # wraps between words, never inside one
     ceilings = Ceilings.from_dict(part_b.ceilings) if part_b.ceilings else None
     viz.draw_throughput(part_b.rows, ceilings)
     plt.show()

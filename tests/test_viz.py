@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from tinytorch.milestone07 import evidence
 from tinytorch.milestone07.references import ref_col2im, ref_im2col
 from tinytorch.render.notebook_tables import cases_html, cases_text, checks_html
-from tinytorch.viz import bugs
+from tinytorch.viz import bugs, timing, widget
 from tinytorch.viz import heatmap as hm
 from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.failures import draw_case, save_failure_plots
@@ -476,3 +476,286 @@ def test_ragged_k_labels_stay_inside_their_blocks():
         start = 7 * i
         assert start <= text.get_position()[0] <= min(start + 7, 29)
     plt.close(fig)
+
+
+# ---- figure style: every figure readable in a 1400 px JupyterLab ---------------------------------
+
+
+def _bench_row(problem, backend, ms, flags=()):
+    rate = (problem.flops if problem.kind == "gemm" else problem.bytes) / (ms * 1e-3) / 1e9
+    gemm = problem.kind == "gemm"
+    return SimpleNamespace(
+        problem=problem.name,
+        kind=problem.kind,
+        backend=backend,
+        status="ok",
+        ms=ms,
+        gflops=rate if gemm else None,
+        gbps=None if gemm else rate,
+        detail="",
+        flags=list(flags),
+        flops=problem.flops,
+        bytes=problem.bytes,
+    )
+
+
+def _part_b_rows():
+    """A full default Part B: 5 problems, every backend, close points and noisy flags."""
+    from tinytorch import profiling
+
+    rows = []
+    for problem, base in ((profiling.gemm(256), 0.3), (profiling.gemm(1024), 10.0)):
+        for backend, f in (("student", 30), ("numpy", 1), ("c++ simd", 1.3), ("torch-cpu", 1.05)):
+            rows.append(_bench_row(problem, backend, base * f, ["noisy"] * (backend == "numpy")))
+        rows.append(_bench_row(problem, "mps", base * 0.95))
+    for problem, base in (
+        (profiling.bias_gelu(512, 1024), 0.5),
+        (profiling.bias_gelu(2048, 2048), 3),
+    ):
+        for backend, f in (("student", 3), ("numpy", 3.1), ("c++ simd", 1), ("torch-cpu", 1.05)):
+            rows.append(_bench_row(problem, backend, base * f, ["noisy"] * (backend == "numpy")))
+        rows.append(_bench_row(problem, "triton", base * 1.02))
+    for backend, f in (("student unfused_gelu", 9), ("student fused_gelu", 3), ("c++ simd", 1)):
+        rows.append(_bench_row(profiling.gelu(2048, 2048), backend, 2.0 * f))
+    return rows
+
+
+def _ceilings():
+    from tinytorch import profiling
+
+    return profiling.Ceilings({1: 150.0, 8: 300.0}, {1: 12.0, 8: 25.0}, "test ceilings")
+
+
+FIGURE_MAKERS = {
+    "tiles": lambda: draw_ragged_tiles(37, 23, 29, 7),
+    "tiles K=1": lambda: draw_ragged_tiles(37, 23, 1, 7),
+    "tiles 80, tile 64": lambda: draw_ragged_tiles(80, 80, 80, 64),
+    "tiles 1x1x1": lambda: draw_ragged_tiles(1, 1, 1, 1),
+    "im2col": lambda: draw_im2col(),
+    "im2col C=3 k=5 padding 0": lambda: draw_im2col(3, 9, 9, 5, 1, 0, (4, 4)),
+    "im2col C=3 k=1 padding 2": lambda: draw_im2col(3, 9, 9, 1, 1, 2, (12, 12)),
+    "heatmap 6x8": lambda: hm.draw_heatmap(
+        hm.heatmap_data([_res("pass", 1e-7)] * 48, [(150, 131, 140)] * 6, range(1, 9))
+    ),
+    "throughput": lambda: timing.draw_throughput(
+        _part_b_rows(), _ceilings()
+    ),
+    "roofline": lambda: timing.draw_roofline(
+        _part_b_rows(), _ceilings()
+    ),
+    "tile throughput": lambda: widget.draw_tile_throughput(
+        {"size": 256, "tiles": [8, 16, 32, 64, 128, 256], "gflops": [1, 2, 3, 4, 3, 2],
+         "noisy": [0, 1, 0, 0, 0, 0], "numpy_gflops": 3.5, "load": [2.0]}
+    ),
+    "failure tiled_matmul": lambda: draw_case(SimpleNamespace(name="tiled_matmul/x", evidence={
+        "kind": "tiled_matmul", "shape": [37, 29, 23], "tile": 7, "pool": 1,
+        "error": [[0.1] * 23] * 37, "k_missing": [0.0] * 28 + [1.0]})),
+    "failure im2col 75 columns": lambda: draw_case(SimpleNamespace(name="im2col/x", evidence={
+        "kind": "im2col", "c": 3, "k": 5, "wrong": list(range(75)),
+        "expected": [[c, i, j] for c in range(3) for i in range(5) for j in range(5)],
+        "actual": [[c, j, i] for c in range(3) for i in range(5) for j in range(5)]})),
+    "failure col2im": lambda: draw_case(SimpleNamespace(name="col2im/x", evidence={
+        "kind": "col2im", "error": [[0.0] * 9] * 7, "coverage": [[1] * 9] * 7,
+        "geometry": {"k": 3, "stride": 2, "padding": 1}})),
+    "failure gelu": lambda: draw_case(SimpleNamespace(name="fused_gelu/x", evidence={
+        "kind": "fused_gelu", "x": [-1.0, 1.0], "error": [1e-3, None], "ref": [-0.16, 0.84]})),
+    "failure conv": lambda: draw_case(SimpleNamespace(name="conv/x", evidence={
+        "kind": "im2col_conv2d", "error": [[0.0, 0.5] * 4] * 5, "shape": [1, 1, 5, 8]})),
+    "failure shape": lambda: draw_case(SimpleNamespace(name="col2im/y", evidence={
+        "kind": "shape", "expected": [2, 3, 8, 8], "actual": [2, 3, 10, 10]})),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(FIGURE_MAKERS))
+def test_every_figure_fits_the_notebook_unscaled_with_text_of_at_least_9_points(name):
+    from tinytorch.viz import style
+
+    fig = FIGURE_MAKERS[name]()
+    assert fig.get_dpi() == style.DPI  # what the inline backend renders at
+    # As saved inline (bbox_inches="tight"): at most MAX_WIDTH_IN, i.e. shown at scale 1.
+    assert style.width_px(fig) <= style.MAX_WIDTH_IN * style.DPI + 2
+    assert style.too_small_texts(fig) == []
+
+
+def test_the_size_checks_catch_a_wide_figure_and_small_text():
+    from tinytorch.viz import style
+
+    fig, ax = plt.subplots(figsize=(18, 3))
+    ax.text(0.5, 0.5, "tiny", fontsize=6)
+    assert style.width_px(fig) > 1.5 * style.MAX_WIDTH_IN * style.DPI
+    assert style.too_small_texts(fig) == [("tiny", 6.0)]
+
+
+def _colours_by_backend(fig, kind):
+    """Backend -> colour as drawn: bars via their legend patches, roofline via scatter colours."""
+    from matplotlib.colors import to_hex
+
+    found = {}
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=True):
+            if not hasattr(handle, "get_facecolor"):  # a ceiling line, not a backend
+                continue
+            colour = handle.get_facecolor() if kind == "bars" else handle.get_facecolor()[0]
+            found.setdefault(text.get_text(), set()).add(to_hex(colour))
+    return found
+
+
+def test_each_backend_has_one_fixed_colour_in_every_chart_and_every_run():
+    from matplotlib.colors import to_hex
+
+    from tinytorch.viz import style
+
+    rows = _part_b_rows()
+    bars = _colours_by_backend(timing.draw_throughput(rows, _ceilings()), "bars")
+    roof = _colours_by_backend(timing.draw_roofline(rows, _ceilings()), "roof")
+    again = _colours_by_backend(timing.draw_throughput(rows[::-1], _ceilings()), "bars")
+    backends = {r.backend for r in rows}
+    for backend in backends:
+        want = {to_hex(style.backend_colour(backend))}
+        assert bars[backend] == roof[backend] == again[backend] == want, backend
+    # The bars themselves carry the legend's colour (a GEMM bar of the student is the student's).
+    gemm = timing.draw_throughput(rows, _ceilings()).axes[0]
+    assert to_hex(gemm.patches[0].get_facecolor()) == style.BACKEND_COLOURS["student"]
+    assert len({style.BACKEND_COLOURS[b] for b in backends}) == len(backends)  # all distinct
+
+
+def _boxes(fig, texts):
+    """(text, its box on the canvas); an annotation's box is its text's, without the leader line."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts if t.get_text()]
+
+
+def _overlapping(boxes):
+    return [
+        (a, b)
+        for i, (a, box_a) in enumerate(boxes)
+        for b, box_b in boxes[i + 1 :]
+        if box_a.overlaps(box_b)
+    ]
+
+
+def test_roofline_numbers_and_key_never_overlap_and_legends_sit_outside_the_data():
+    from matplotlib.text import Annotation
+
+    rows = _part_b_rows()
+    fig = timing.draw_roofline(rows, _ceilings())
+    ax = fig.axes[0]
+    numbers = [t for t in ax.texts if isinstance(t, Annotation)]
+    key = [t for t in ax.texts if not isinstance(t, Annotation)]
+    assert len(numbers) == len(timing.roofline_points(rows)) == 23
+    assert _overlapping(_boxes(fig, ax.texts)) == []
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    assert all(
+        frame.contains(b.x0, b.y0) and frame.contains(b.x1, b.y1) for _, b in _boxes(fig, numbers)
+    )
+    assert not any(b.overlaps(frame) for _, b in _boxes(fig, key))
+    assert not ax.get_legend().get_window_extent(renderer).overlaps(frame)
+    # Each number names its point in the key: "n" then "backend, problem".
+    names = [t.get_text() for t in key]
+    assert names[:2] == ["1", "student, gemm 256x256x256"]
+
+
+def test_bar_labels_never_overlap_and_legends_sit_outside_the_bars():
+    fig = timing.draw_throughput(_part_b_rows(), _ceilings())
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = _boxes(fig, ax.texts)
+        assert len(boxes) >= 3 and _overlapping(boxes) == []
+        frame = ax.get_window_extent(renderer)
+        assert all(frame.contains(b.x0, b.y1) for _, b in boxes)  # inside: no clipped label
+        assert not ax.get_legend().get_window_extent(renderer).overlaps(frame)
+
+
+def test_the_tile_explorer_reads_at_the_extremes_and_its_sliders_can_be_hit():
+    tiles = TileExplorer(37, 23, 1, 64)  # K = 1, the gate's largest tile
+    assert tiles.error is None and tiles.sliders["tile"].max >= 64
+    for slider in tiles.sliders.values():
+        assert int(slider.layout.width.removesuffix("px")) >= 350
+        assert slider.continuous_update is False
+    fig = draw_ragged_tiles(37, 23, 1, 7)
+    ax_a, ax_b, ax_c = fig.axes
+    fig.canvas.draw()
+    widths = [ax.get_window_extent().width for ax in (ax_a, ax_b, ax_c)]
+    assert min(widths) >= 0.25 * max(widths), widths  # no sliver at K = 1
+    assert "sums 1 K-block product:" in fig._suptitle.get_text()
+    full = draw_ragged_tiles(16, 16, 64, 64)  # the tile divides K: one full block
+    legend = " ".join(t.get_text() for t in full.legends[0].get_texts())
+    assert "ragged last K-block" not in legend and "1 K-block product:" in full._suptitle.get_text()
+
+
+@pytest.mark.parametrize(("c", "padding"), [(3, 0), (3, 2), (1, 0)])
+def test_im2col_channel_panels_stay_readable(c, padding):
+    fig = draw_im2col(c, 9, 9, 3, 1, padding, (0, 0))
+    channels = fig.axes[:c]
+    titles = _boxes(fig, [ax.title for ax in channels])
+    assert _overlapping(titles) == []
+    for ax in channels:  # a panel, not a thumbnail: at least 1.6 in on its short side
+        box = ax.get_window_extent()
+        assert min(box.width, box.height) / fig.dpi >= 1.6
+
+
+def test_the_im2col_output_sliders_follow_the_output_on_every_geometry_change():
+    view = Im2colExplorer(c=3, h=9, w=9, k=1, stride=1, padding=2)  # a 13x13 output
+    assert (view.sliders["out_row"].max, view.sliders["out_col"].max) == (12, 12)
+    view.sliders["out_col"].value = 12
+    view.sliders["k"].value = 5  # 9x9 output now
+    assert view.sliders["out_col"].max == 8 and view.sliders["out_col"].value == 8
+    view.sliders["padding"].value = 0  # 5x5
+    assert (view.sliders["out_row"].max, view.sliders["out_col"].max) == (4, 4)
+    assert view.kwargs()["field"] == (0, 4) and view.error is None
+
+
+def test_explorers_keep_their_height_and_show_a_busy_state_while_drawing():
+    from tinytorch.viz import im2col, style, tiles
+
+    seen = []
+    view = TileExplorer(10, 10, 10, 4)
+    assert view.out.layout.min_height == f"{round(tiles.FIG_HEIGHT_IN * style.DPI)}px"
+    assert Im2colExplorer().out.layout.min_height == f"{round(im2col.FIG_HEIGHT_IN * style.DPI)}px"
+    draw = view.draw
+    view.draw = lambda **kw: (
+        seen.append((view.status.value, list(view.out._dom_classes))),
+        draw(**kw),
+    )[1]
+    view.sliders["m"].value = 11
+    assert seen and "drawing" in seen[0][0] and "tt-busy" in seen[0][1]
+    assert "tt-busy" not in view.out._dom_classes and view.status.value == ""
+
+
+def test_notebook_text_wraps_between_words_never_inside_one():
+    from tinytorch.render.notebook_record import text_bundle
+
+    table = text_bundle("  your tiled_matmul   12.0 ms  [noisy: rerun] a long detail <x>")
+    assert "word-break:normal" in table["text/html"] and "break-all" not in table["text/html"]
+    assert "white-space:pre-wrap" in table["text/html"] and "&lt;x&gt;" in table["text/html"]
+    assert table["text/plain"].startswith("  your tiled_matmul")
+    prose = text_bundle("call `tiled_matmul` here", prose=True)["text/html"]
+    assert "<code>tiled_matmul</code>" in prose and "word-break:normal" in prose
+
+
+def test_the_speed_view_says_whose_kernel_it_times_when_an_example_bug_is_picked():
+    from tinytorch.viz.bugs import BUGS
+    from tinytorch.viz.widget import SPEED, TileHeatmap
+
+    def grid(impl, shapes, tiles, *, seed=0, timeout=5.0):
+        return [SimpleNamespace(status="pass", max_error=0.0) for _ in shapes for _ in tiles]
+
+    timed = []
+
+    def timer(impl, *, seed=0):
+        timed.append(impl)
+        return {"size": 8, "tiles": [2], "gflops": [1.0], "numpy_gflops": 9.0, "errors": []}
+
+    heat = TileHeatmap("student.py", grid=grid, timer=timer)
+    heat.source.value = next(iter(BUGS))
+    heat.view.value = SPEED
+    assert timed == ["student.py"]  # the student's kernel, never the example bug
+    assert "always times your kernel" in heat.status.value and "example bug" in heat.status.value
+    heat.source.value = "your kernel"
+    assert "always times your kernel" not in heat.status.value
+    assert "tt-busy" not in heat.out._dom_classes  # the busy dimming is lifted after each redraw

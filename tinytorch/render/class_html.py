@@ -35,11 +35,13 @@ def _figure(name: str, folder: Path, draw) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from tinytorch.viz import style
+
     fig, ax = plt.subplots(figsize=(8, 4.5))
     draw(fig, ax)
     fig.tight_layout()
     path = folder / f"{name}.png"
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=style.DPI)
     plt.close(fig)
     return path
 
@@ -118,7 +120,7 @@ def figures(docs: dict[str, dict[str, Any]], folder: Path, *, part_b: bool) -> d
         ax.set_xlim(0, 100)
         ax.set_xlabel("% of graded students failing the case")
         ax.set_title("Failures per case")
-        ax.tick_params(axis="y", labelsize=7)
+        ax.tick_params(axis="y", labelsize=style.MIN_FONT_PT)
 
     out["case_failures"] = _figure("case_failures", folder, per_case)
     by_fn = function_verdicts(docs)
@@ -136,10 +138,15 @@ def figures(docs: dict[str, dict[str, Any]], folder: Path, *, part_b: bool) -> d
     out["function_verdicts"] = _figure("function_verdicts", folder, per_function)
     if part_b:
         values = [g for d in docs.values() if (g := tiled_matmul_gflops(d)) is not None]
+        from tinytorch.viz import style
 
         def gflops(fig, ax):
             if values:
-                ax.hist(values, bins=min(20, max(5, len(values) // 3)), color="#1565c0")
+                ax.hist(
+                    values,
+                    bins=min(20, max(5, len(values) // 3)),
+                    color=style.backend_colour("student"),
+                )
             else:
                 ax.text(0.5, 0.5, "no Part B timing succeeded", ha="center", transform=ax.transAxes)
             ax.set_xlabel("tiled_matmul GFLOP/s at 1024 (Part B)")

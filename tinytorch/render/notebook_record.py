@@ -76,6 +76,14 @@ def verdict_bundle(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def text_bundle(text: str, *, prose: bool = False) -> dict[str, Any]:
+    """Text for people, wrapped at word boundaries in JupyterLab (print() would break words):
+    a monospace block (tables, reports), or a paragraph with prose=True."""
+    from tinytorch.render.notebook_tables import prose_html, text_html
+
+    return {"text/html": prose_html(text) if prose else text_html(text), "text/plain": text}
+
+
 def show(bundle: dict[str, Any]) -> None:
     """Display a bundle from a notebook cell."""
     from IPython.display import display

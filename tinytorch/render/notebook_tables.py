@@ -33,6 +33,26 @@ def code_html(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
+# JupyterLab shows printed text in a <pre> with word-break: break-all, so a long line wraps in the
+# middle of a word ("your tiled_m / atmul"). Our text keeps its line breaks and wraps at spaces.
+_TEXT_STYLE = (
+    "white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;"
+    "font-family:var(--jp-code-font-family, monospace);font-size:var(--jp-code-font-size, 13px);"
+    "line-height:1.35;margin:0"
+)
+
+
+def text_html(text: str) -> str:
+    """Plain text (a table, a report) for a notebook output: monospace, wrapped at word
+    boundaries only, never in the middle of a word."""
+    return f'<pre class="tt-text" style="{_TEXT_STYLE}">{html.escape(text)}</pre>'
+
+
+def prose_html(text: str) -> str:
+    """A paragraph (a group's intro): wraps at word boundaries, `code` shown as code."""
+    return f'<p class="tt-prose" style="word-break:normal;max-width:60em">{code_html(text)}</p>'
+
+
 def _names(names: Sequence[str], limit: int = 6) -> str:
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(f"<code>{html.escape(n)}</code>" for n in names[:limit]) + more

@@ -12,6 +12,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from tinytorch.viz import im2col, style, tiles
 from tinytorch.viz.im2col import draw_im2col
 from tinytorch.viz.tiles import draw_ragged_tiles
 
@@ -19,7 +20,9 @@ from tinytorch.viz.tiles import draw_ragged_tiles
 class _Explorer:
     """Sliders -> draw(**values) -> the Output; a ValueError becomes a message, never a traceback."""
 
-    def __init__(self, sliders: dict[str, Any], draw: Callable[..., Any], name: str) -> None:
+    def __init__(
+        self, sliders: dict[str, Any], draw: Callable[..., Any], name: str, height_in: float
+    ) -> None:
         import ipywidgets as w
 
         self.sliders, self.draw = sliders, draw
@@ -28,9 +31,10 @@ class _Explorer:
         self.status = w.HTML()
         self.out = w.Output()
         self.out.add_class(f"tt-{name}-out")  # a stable handle for the browser test
-        self.out.layout.min_height = "430px"  # a redraw keeps the page where it was
+        # As tall as the figure (drawn at a fixed height): a redraw keeps the page where it was.
+        self.out.layout.min_height = f"{round(height_in * style.DPI)}px"
         rows = [w.HBox(list(sliders.values())[i : i + 2]) for i in range(0, len(sliders), 2)]
-        self.widget = w.VBox([*rows, self.status, self.out])
+        self.widget = w.VBox([w.HTML(style.BUSY_CSS), *rows, self.status, self.out])
         self._adjusting = False  # a slider range being moved to follow the geometry: no redraw
         for s in sliders.values():
             s.observe(self._changed, names="value")
@@ -55,6 +59,7 @@ class _Explorer:
     def refresh(self) -> None:
         self.redraws += 1
         self.status.value = "<i style='color:#555'>drawing...</i>"  # busy until the figure shows
+        self.out.add_class("tt-busy")  # the old figure dimmed in place: the page does not jump
         self.out.clear_output(wait=True)
         try:
             fig = self.draw(**self.kwargs())
@@ -62,12 +67,14 @@ class _Explorer:
             self.error = str(exc)
             self.out.clear_output()
             self.status.value = f"<b style='color:#d62728'>{html.escape(str(exc))}</b>"
+            self.out.remove_class("tt-busy")
             return
         self.error = None
         self.status.value = ""
         with self.out:
             plt.show()
         plt.close(fig)
+        self.out.remove_class("tt-busy")
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -102,6 +109,7 @@ class TileExplorer(_Explorer):
             },
             draw_ragged_tiles,
             "tiles",
+            tiles.FIG_HEIGHT_IN,
         )
 
 
@@ -124,6 +132,7 @@ class Im2colExplorer(_Explorer):
             },
             draw_im2col,
             "im2col",
+            im2col.FIG_HEIGHT_IN,
         )
 
     def output_size(self) -> tuple[int, int]:

@@ -20,6 +20,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from tinytorch.viz import style
+
+SMALL = style.MIN_FONT_PT
+BIG = style.FONT_PT
+
 _TINY = 1e-12  # the floor of a log-scale error axis (an exact value has error 0)
 
 
@@ -32,7 +37,9 @@ def _matrix(values: Any) -> np.ndarray:
 
 
 def _colorbar(fig: Figure, ax: Any, image: Any, label: str) -> None:
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04).set_label(label, fontsize=8)
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    bar.set_label(label, fontsize=SMALL)
+    bar.ax.tick_params(labelsize=SMALL)
 
 
 def _draw_matmul(ev: Mapping[str, Any], name: str) -> Figure:
@@ -40,7 +47,8 @@ def _draw_matmul(ev: Mapping[str, Any], name: str) -> Figure:
     tile, pool = ev["tile"], ev["pool"]
     err = _matrix(ev["error"])
     panels = 2 if ev.get("k_missing") is not None else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 4.6), squeeze=False)
+    width = style.MAX_WIDTH_IN * (1.0 if panels == 2 else 0.6)
+    fig, axes = plt.subplots(1, panels, figsize=(width, 4.4), squeeze=False)
     ax = axes[0, 0]
     image = ax.imshow(err, cmap="Reds", extent=(0, n, m, 0), interpolation="nearest", vmin=0)
     _colorbar(fig, ax, image, "|C - A @ B|")
@@ -53,7 +61,7 @@ def _draw_matmul(ev: Mapping[str, Any], name: str) -> Figure:
     ax.set_xlabel("N (column of C)")
     ax.set_ylabel("M (row of C)")
     pooled = f", max over {pool}x{pool} blocks" if pool > 1 else ""
-    ax.set_title(f"|error| of C ({m}x{n}), tile grid {tile}{pooled}", fontsize=9)
+    ax.set_title(f"|error| of C ({m}x{n}), tile grid {tile}{pooled}", fontsize=SMALL)
     if panels == 2:
         ax = axes[0, 1]
         missing = np.array(ev["k_missing"], dtype=np.float64)
@@ -64,28 +72,45 @@ def _draw_matmul(ev: Mapping[str, Any], name: str) -> Figure:
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_xlim(-0.5, k - 0.5)
         ax.set_ylim(min(-0.2, missing.min() - 0.1), max(1.2, missing.max() + 0.1))
-        ax.set_xlabel(f"k (0..{k - 1}); blue lines: K-block edges every {tile}")
-        ax.set_ylabel("share of A[:, k] B[k, :] missing")
-        ax.set_title("1 = that k's product was left out, 0 = summed once", fontsize=9)
-    fig.suptitle(f"{name}: where C is wrong", fontsize=10)
+        ax.set_xlabel(f"k (0..{k - 1}); blue: K-block edges every {tile}", fontsize=SMALL)
+        ax.set_ylabel("share of A[:, k] B[k, :] missing", fontsize=SMALL)
+        ax.set_title("1 = that k's product was left out, 0 = summed once", fontsize=SMALL)
+    fig.suptitle(f"{name}: where C is wrong", fontsize=BIG)
     fig.tight_layout()
     return fig
+
+
+def _cell_pt(ax: Any, shape: tuple[int, ...]) -> float:
+    """Points per cell of an image of `shape` drawn in `ax` (its smaller side), as laid out now."""
+    ax.figure.tight_layout()
+    ax.apply_aspect()
+    box = ax.get_window_extent()
+    scale = 72 / ax.figure.dpi
+    return min(box.width * scale / shape[1], box.height * scale / shape[0])
 
 
 def _label(lab: Any) -> str:
     return "none" if lab is None else "{},{},{}".format(*lab)
 
 
+IM2COL_MAX_COLUMNS = 40  # upright 9 pt labels, ~0.2 in apart, across MAX_WIDTH_IN
+
+
 def _draw_im2col(ev: Mapping[str, Any], name: str) -> Figure:
     expected, actual, wrong = ev["expected"], ev["actual"], set(ev["wrong"])
-    cols = len(expected)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.42 * cols + 1.5), 3.4))
-    for j in range(cols):
+    total = len(expected)
+    # A window of at most IM2COL_MAX_COLUMNS columns, starting a little before the first wrong one.
+    first = min(wrong, default=0)
+    lo = max(0, min(first - 2, total - IM2COL_MAX_COLUMNS))
+    shown = range(lo, min(total, lo + IM2COL_MAX_COLUMNS))
+    width = min(style.MAX_WIDTH_IN, max(6.0, 0.22 * len(shown) + 1.6))
+    fig, ax = plt.subplots(figsize=(width, 3.6))
+    for j in shown:
         bad = j in wrong
         face = "#f4a582" if bad else "#d1e5f0"
         ax.add_patch(plt.Rectangle((j, 0), 1, 2, facecolor=face, edgecolor="white"))
         ax.text(
-            j + 0.5, 0.5, _label(expected[j]), ha="center", va="center", rotation=90, fontsize=8
+            j + 0.5, 0.5, _label(expected[j]), ha="center", va="center", rotation=90, fontsize=SMALL
         )
         ax.text(
             j + 0.5,
@@ -94,19 +119,24 @@ def _draw_im2col(ev: Mapping[str, Any], name: str) -> Figure:
             ha="center",
             va="center",
             rotation=90,
-            fontsize=8,
+            fontsize=SMALL,
             fontweight="bold" if bad else "normal",
             color="#b2182b" if bad else "black",
         )
-    ax.set_xlim(0, cols)
+    ax.set_xlim(shown.start, shown.stop)
     ax.set_ylim(2, 0)
     ax.set_yticks([0.5, 1.5])
-    ax.set_yticklabels(["expected", "yours"], fontsize=9)
-    ax.set_xticks(np.arange(cols) + 0.5)
-    ax.set_xticklabels([str(j) for j in range(cols)], fontsize=7)
-    ax.set_xlabel("column of im2col(x); labels (channel, kernel row, kernel col)", fontsize=8)
+    ax.set_yticklabels(["expected", "yours"], fontsize=SMALL)
+    step = 1 if len(shown) <= 20 else 2  # column numbers at least ~14 pt apart
+    ax.set_xticks(np.arange(shown.start, shown.stop, step) + 0.5)
+    ax.set_xticklabels([str(j) for j in range(shown.start, shown.stop, step)], fontsize=SMALL)
+    part = "" if len(shown) == total else f" (columns {shown.start}..{shown.stop - 1} of {total})"
+    ax.set_xlabel(
+        f"column of im2col(x){part}; labels (channel, kernel row, kernel col)", fontsize=SMALL
+    )
     ax.set_title(
-        f"{name}: {len(wrong)} of {cols} columns hold another column's values (red)", fontsize=10
+        f"{name}: {len(wrong)} of {total} columns hold another column's values (red)",
+        fontsize=BIG,
     )
     fig.tight_layout()
     return fig
@@ -115,18 +145,18 @@ def _draw_im2col(ev: Mapping[str, Any], name: str) -> Figure:
 def _draw_col2im(ev: Mapping[str, Any], name: str) -> Figure:
     err, cover = _matrix(ev["error"]), np.array(ev["coverage"])
     g = ev["geometry"]
-    fig, (ax_e, ax_c) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax_e, ax_c) = plt.subplots(1, 2, figsize=(style.MAX_WIDTH_IN, 4.2))
     image = ax_e.imshow(err, cmap="Reds", vmin=0, interpolation="nearest")
     _colorbar(fig, ax_e, image, "|error|")
-    ax_e.set_title("|col2im(g) - reference| per pixel (max over N, C)", fontsize=9)
+    ax_e.set_title("|col2im(g) - reference| per pixel\n(max over N, C)", fontsize=SMALL)
     image = ax_c.imshow(cover, cmap="Blues", vmin=0, interpolation="nearest")
     _colorbar(fig, ax_c, image, "windows")
-    if cover.size <= 400:
+    if _cell_pt(ax_c, cover.shape) >= 1.4 * SMALL:  # a count only where it fits its cell
         for (i, j), v in np.ndenumerate(cover):
             shade = "white" if v > cover.max() / 2 else "black"  # readable on dark cells
-            ax_c.text(j, i, str(v), ha="center", va="center", fontsize=8, color=shade)
-    ax_c.set_title("windows covering each pixel: col2im must ADD that many", fontsize=9)
-    fig.suptitle(f"{name} (k={g['k']}, stride {g['stride']}, padding {g['padding']})", fontsize=10)
+            ax_c.text(j, i, str(v), ha="center", va="center", fontsize=SMALL, color=shade)
+    ax_c.set_title("windows covering each pixel:\ncol2im must ADD that many", fontsize=SMALL)
+    fig.suptitle(f"{name} (k={g['k']}, stride {g['stride']}, padding {g['padding']})", fontsize=BIG)
     fig.tight_layout()
     return fig
 
@@ -135,21 +165,21 @@ def _draw_gelu(ev: Mapping[str, Any], name: str) -> Figure:
     x = np.array(ev["x"], dtype=np.float64)
     err = np.array([np.nan if e is None else e for e in ev["error"]], dtype=np.float64)
     ref = np.array(ev["ref"], dtype=np.float64)
-    fig, (ax_e, ax_r) = plt.subplots(2, 1, figsize=(8, 5.6), sharex=True)
+    fig, (ax_e, ax_r) = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True)
     finite = np.isfinite(err)
     ax_e.semilogy(x[finite], np.maximum(err[finite], _TINY), ".", markersize=3, color="#d62728")
     if (~finite).any():
         top = np.nanmax(err[finite]) if finite.any() else 1.0
         ax_e.plot(x[~finite], np.full((~finite).sum(), max(top, 1.0) * 10), "kx", label="NaN/inf")
-        ax_e.legend(fontsize=8)
+        ax_e.legend(fontsize=SMALL)
     ax_e.axhline(1e-5, color="grey", linestyle="--", linewidth=0.8)
-    ax_e.text(x.min(), 1.2e-5, "tolerance scale 1e-5", fontsize=7, color="grey")
+    ax_e.text(x.min(), 1.2e-5, "tolerance scale 1e-5", fontsize=SMALL, color="grey")
     ax_e.set_ylabel("|yours - float64 formula|")
-    ax_e.set_title(f"{name}: error against x (log scale)", fontsize=10)
+    ax_e.set_title(f"{name}: error against x (log scale)", fontsize=BIG)
     ax_r.plot(x, ref, color="#1f77b4", linewidth=1.2, label="float64 tanh-GELU")
     ax_r.set_xlabel("x")
     ax_r.set_ylabel("GELU(x)")
-    ax_r.legend(fontsize=8)
+    ax_r.legend(fontsize=SMALL)
     fig.tight_layout()
     return fig
 
@@ -159,12 +189,12 @@ def _draw_conv(ev: Mapping[str, Any], name: str) -> Figure:
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     image = ax.imshow(err, cmap="Reds", vmin=0, interpolation="nearest")
     _colorbar(fig, ax, image, "|error|")
-    if err.size <= 200:
+    if _cell_pt(ax, err.shape) >= 3.2 * SMALL:  # "5e-07" fits its cell
         for (i, j), v in np.ndenumerate(err):
-            ax.text(j, i, f"{v:.1g}", ha="center", va="center", fontsize=7)
+            ax.text(j, i, f"{v:.1g}", ha="center", va="center", fontsize=SMALL)
     ax.set_xlabel("output column")
     ax.set_ylabel("output row")
-    ax.set_title(f"{name}: |error| per output position (max over N, F)", fontsize=10)
+    ax.set_title(f"{name}: |error| per output position (max over N, F)", fontsize=BIG)
     fig.tight_layout()
     return fig
 
@@ -186,10 +216,10 @@ def _draw_shape(ev: Mapping[str, Any], name: str) -> Figure:
             plt.Rectangle((0, 0), 1, 1, fill=False, ec="#2166ac", ls="--"),
         ],
         [f"yours {tuple(got)}", f"expected {tuple(exp)}"],
-        fontsize=8,
+        fontsize=SMALL,
         loc="lower right",
     )
-    ax.set_title(f"{name}: wrong shape", fontsize=10)
+    ax.set_title(f"{name}: wrong shape", fontsize=BIG)
     fig.tight_layout()
     return fig
 

@@ -11,6 +11,8 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
+from tinytorch.viz import style
+
 # Cell codes of the status matrix, and their colours (the colormap is indexed by code + 1).
 FAILED, ERRORED, PASSED = 0, -1, 1
 STATUS_CODE = {
@@ -81,22 +83,30 @@ def heatmap_data(
 def draw_heatmap(data: HeatmapData, title: str = "tiled_matmul: shapes x tile sizes") -> Figure:
     """Green pass, red fail, grey error/timeout/crash; text gives the max abs error."""
     rows, cols = data.status.shape
-    fig, ax = plt.subplots(figsize=(1.2 + 1.25 * cols, 0.9 + 0.55 * rows))
+    # Row labels take ~1.8 in; each tile column ~1 in, never wider than the page in all.
+    width = min(style.MAX_WIDTH_IN, 1.8 + 1.0 * cols)
+    fig, ax = plt.subplots(figsize=(width, 1.0 + 0.55 * rows))
     ax.imshow(data.status + 1, cmap=_CMAP, vmin=0, vmax=2, aspect="auto")
     for i in range(rows):
         for j in range(cols):
             ax.text(
-                j, i, data.annotations[i][j], ha="center", va="center", fontsize=7, color="white"
+                j,
+                i,
+                data.annotations[i][j],
+                ha="center",
+                va="center",
+                fontsize=style.MIN_FONT_PT,
+                color="white",
             )
     ax.set_xticks(range(cols))
-    ax.set_xticklabels(data.col_labels, fontsize=8)
+    ax.set_xticklabels(data.col_labels, fontsize=style.MIN_FONT_PT)
     ax.set_yticks(range(rows))
-    ax.set_yticklabels(data.row_labels, fontsize=8)
+    ax.set_yticklabels(data.row_labels, fontsize=style.MIN_FONT_PT)
     ax.set_xticks(np.arange(-0.5, cols), minor=True)
     ax.set_yticks(np.arange(-0.5, rows), minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
     ax.tick_params(which="minor", length=0)
     passed = int((data.status == PASSED).sum())
-    ax.set_title(f"{title}: {passed}/{rows * cols} pass", fontsize=10)
+    ax.set_title(f"{title}: {passed}/{rows * cols} pass", fontsize=style.FONT_PT)
     fig.tight_layout()
     return fig

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from tinytorch.nn.geometry import conv_geometry
+from tinytorch.viz import style
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ def column_colour(channel: int, ky: int, kx: int, k: int) -> tuple[float, float,
     return colorsys.hls_to_rgb(hue, lightness, 0.75)
 
 
+FIG_HEIGHT_IN = 5.8  # the explorer's Output reserves this height, so a redraw never jumps
+
+
 def draw_im2col(
     c: int = 2,
     h: int = 5,
@@ -75,17 +79,18 @@ def draw_im2col(
     padding: int = 1,
     field: tuple[int, int] = (1, 1),
 ) -> Figure:
-    """Left: padded input, one panel per channel, the field highlighted. Right: the column matrix."""
+    """Top: padded input, one panel per channel, the field highlighted. Below: the column matrix."""
     lay = im2col_layout(c, h, w, k, stride, padding, field)
     hp, wp = h + 2 * padding, w + 2 * padding
     n_rows, n_cols = lay.oh * lay.ow, len(lay.columns)
-    fig = plt.figure(figsize=(12, 4.6))
-    grid = fig.add_gridspec(1, c + 1, width_ratios=[wp] * c + [max(n_cols, 1.5 * wp)])
+    fig = plt.figure(figsize=(style.MAX_WIDTH_IN, FIG_HEIGHT_IN))
+    # Channels side by side on top (never thumbnails beside a wide matrix), the matrix below.
+    grid = fig.add_gridspec(2, c, height_ratios=[1.15, 1])
     oy, ox = lay.field
     y0, x0 = oy * stride, ox * stride
-    # Points per input pixel (panels share the 12-inch width), so labels scale with the cells.
-    cell_pt = min(12 * 72 * 0.85 / (c * wp + max(n_cols, 1.5 * wp)), 4.6 * 72 * 0.75 / hp)
-    zero_size = max(6.0, min(11.0, 0.55 * cell_pt))
+    # Points per padded pixel: a channel panel is at most 1/c of the width and ~40% of the height.
+    cell_pt = min(style.MAX_WIDTH_IN * 72 * 0.9 / c / wp, FIG_HEIGHT_IN * 72 * 0.4 / hp)
+    zero_size = max(style.MIN_FONT_PT, min(12.0, 0.55 * cell_pt))
 
     for ch in range(c):
         ax = fig.add_subplot(grid[0, ch])
@@ -99,7 +104,7 @@ def draw_im2col(
                 ax.add_patch(
                     Rectangle((x, y), 1, 1, facecolor=face, edgecolor="grey", linewidth=0.5)
                 )
-                if lay.is_padding(y, x):
+                if lay.is_padding(y, x) and cell_pt >= 1.2 * style.MIN_FONT_PT:
                     ax.text(
                         x + 0.5,
                         y + 0.5,
@@ -127,9 +132,9 @@ def draw_im2col(
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_title(f"channel {ch} (padded {hp}x{wp})", fontsize=9)
+        ax.set_title(f"channel {ch}", fontsize=style.FONT_PT)
 
-    ax = fig.add_subplot(grid[0, c])
+    ax = fig.add_subplot(grid[1, :])
     for r in range(n_rows):
         for j, (ch, ky, kx) in enumerate(lay.columns):
             face = column_colour(ch, ky, kx, k) if r == lay.row else (0.96, 0.96, 0.96)
@@ -138,24 +143,27 @@ def draw_im2col(
     ax.set_xlim(0, n_cols)
     ax.set_ylim(n_rows, 0)
     ax.set_aspect("auto")
-    step = max(1, -(-n_cols // 27))  # at most 27 labels, each at least 8 points
+    # Upright labels one line (1.3 x the font) apart at most: every column, or every step-th.
+    fit = int(style.MAX_WIDTH_IN * 72 * 0.85 / (1.3 * style.MIN_FONT_PT))
+    step = max(1, -(-n_cols // fit))
     ax.set_xticks([j + 0.5 for j in range(0, n_cols, step)])
     ax.set_xticklabels(
-        [f"{ch},{ky},{kx}" for ch, ky, kx in lay.columns[::step]], rotation=90, fontsize=8
+        [f"{ch},{ky},{kx}" for ch, ky, kx in lay.columns[::step]],
+        rotation=90,
+        fontsize=style.MIN_FONT_PT,
     )
     ax.set_yticks([lay.row + 0.5])
-    ax.set_yticklabels([f"row {lay.row}"], fontsize=7)
-    ax.set_xlabel("columns: (channel, kernel row, kernel col)", fontsize=8)
-    ax.set_title(f"column matrix ({n_rows} x {n_cols}) = (oh*ow, C*k*k)", fontsize=9)
-    fig.suptitle(
-        f"im2col, k={k}, stride {stride}, padding {padding}: output ({oy}, {ox}) reads the red window "
-        f"and becomes row {oy}*{lay.ow}+{ox} = {lay.row}"
-        + (
-            f"; dashed: the window of output ({oy}, {ox - 1}), {stride} to the left"
-            if ox > 0
-            else ""
-        ),
-        fontsize=10,
+    ax.set_yticklabels([f"row {lay.row}"], fontsize=style.MIN_FONT_PT)
+    ax.set_xlabel("columns: (channel, kernel row, kernel col)", fontsize=style.FONT_PT)
+    ax.set_title(f"column matrix ({n_rows} x {n_cols}) = (oh*ow, C*k*k)", fontsize=style.FONT_PT)
+    dashed = (
+        f"; dashed: the window of output ({oy}, {ox - 1}), {stride} to the left" if ox > 0 else ""
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.suptitle(
+        f"im2col, k={k}, stride {stride}, padding {padding} (each channel padded to {hp}x{wp})\n"
+        f"output ({oy}, {ox}) reads the red window and becomes row {oy}*{lay.ow}+{ox} = {lay.row}"
+        + dashed,
+        fontsize=style.FONT_PT,
+    )
+    fig.tight_layout()
     return fig

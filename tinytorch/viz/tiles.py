@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from tinytorch.viz import style
 
 # One colour per tile kind, shared by the figure and its legend.
 TILE_COLOURS = {
@@ -91,23 +94,41 @@ def tile_layout(m: int, n: int, k: int, tile: int) -> TileLayout:
 def _frame(ax, height: int, width: int, title: str, ylabel: str, xlabel: str) -> None:
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)  # row 0 at the top, as matrices are written
-    ax.set_aspect("equal")
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel)
-    ax.set_xlabel(xlabel)
-    ax.tick_params(labelsize=7)
+    # True proportions, unless the matrix is a strip (K = 1, a 1-wide C): then it fills its panel.
+    ax.set_aspect("equal" if max(height, width) <= 4 * min(height, width) else "auto")
+    ax.set_title(title, fontsize=style.FONT_PT)
+    ax.set_ylabel(ylabel, fontsize=style.FONT_PT)
+    ax.set_xlabel(xlabel, fontsize=style.FONT_PT)
+    ax.tick_params(labelsize=style.MIN_FONT_PT)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # entries, never 0.5 of one
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _points_per_unit(ax, along_x: float, along_y: float) -> tuple[float, float]:
+    """Points per matrix entry on screen, across x and down y (after layout)."""
+    ax.apply_aspect()  # the box an equal aspect leaves, as it will be drawn
+    box = ax.get_window_extent()
+    scale = 72 / ax.figure.dpi
+    return box.width * scale / along_x, box.height * scale / along_y
+
+
+FIG_HEIGHT_IN = 4.6  # the explorer's Output reserves this height, so a redraw never jumps
 
 
 def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
     """A (M, K), B (K, N) and C (M, N) cut into tiles; the corner tile of C and the K-blocks it sums."""
     layout = tile_layout(m, n, k, tile)
+    widest = max(k, n)
+    # Each panel gets at least a quarter of the widest one's share, so K = 1 is no sliver.
+    ratios = [max(k, widest / 4), max(n, widest / 4), max(n, widest / 4)]
     fig, (ax_a, ax_b, ax_c) = plt.subplots(
-        1, 3, figsize=(12, 4.2), gridspec_kw={"width_ratios": [k, n, n]}
+        1,
+        3,
+        figsize=(style.MAX_WIDTH_IN, FIG_HEIGHT_IN),
+        gridspec_kw={"width_ratios": ratios},
     )
     last_row, last_col = layout.rows[-1], layout.cols[-1]
     n_k = len(layout.k_blocks)
-    # Points per matrix entry: panels share one scale (width ratios are k : n : n), equal aspect.
-    unit_pt = min(12 * 72 * 0.85 / (k + 2 * n), 4.2 * 72 * 0.7 / max(m, k))
 
     # C: every output tile, coloured by kind.
     for t in layout.tiles:
@@ -121,71 +142,26 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
                 linewidth=0.8,
             )
         )
-        if t.row.size * t.col.size >= 0.02 * m * n:  # label only tiles large enough to read
-            ax_c.text(
-                t.col.start + t.col.size / 2,
-                t.row.start + t.row.size / 2,
-                f"{t.row.size}x{t.col.size}",
-                ha="center",
-                va="center",
-                fontsize=7,
-            )
     corner = (last_col.start, last_row.start)
     ax_c.add_patch(
         Rectangle(corner, last_col.size, last_row.size, fill=False, edgecolor="red", linewidth=2.5)
     )
-    _frame(ax_c, m, n, f"C = A @ B  ({m}x{n}), tile {tile}", "M", "N")
+    _frame(ax_c, m, n, f"C = A @ B ({m}x{n}), tile {tile}", "M", "N")
 
     # A and B: the row panel and column panel the corner tile reads, cut into the K-loop blocks.
     shades = plt.get_cmap("Purples")
-    for i, kb in enumerate(layout.k_blocks):
-        colour = shades(0.3 + 0.6 * i / max(n_k - 1, 1))
+    colours = [shades(0.3 + 0.6 * i / max(n_k - 1, 1)) for i in range(n_k)]
+    for kb, colour in zip(layout.k_blocks, colours, strict=True):
         hatch = "//" if kb.ragged else None
-        ax_a.add_patch(
-            Rectangle(
-                (kb.start, last_row.start),
-                kb.size,
-                last_row.size,
-                facecolor=colour,
-                edgecolor="black",
-                hatch=hatch,
-                linewidth=0.8,
-            )
-        )
-        ax_b.add_patch(
-            Rectangle(
-                (last_col.start, kb.start),
-                last_col.size,
-                kb.size,
-                facecolor=colour,
-                edgecolor="black",
-                hatch=hatch,
-                linewidth=0.8,
-            )
-        )
-        if n_k <= 12:
-            room = kb.size * unit_pt  # points along K for this block's label
-            if room >= 9:  # A's blocks run along x: horizontal if wide, else upright
-                ax_a.text(
-                    kb.start + kb.size / 2,
-                    last_row.start + last_row.size / 2,
-                    f"k{i}",
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    rotation=0 if room >= 16 else 90,
-                    color="white" if i > (n_k - 1) / 2 else "black",  # readable on dark shades
+        for ax, xy, size in (
+            (ax_a, (kb.start, last_row.start), (kb.size, last_row.size)),
+            (ax_b, (last_col.start, kb.start), (last_col.size, kb.size)),
+        ):
+            ax.add_patch(
+                Rectangle(
+                    xy, *size, facecolor=colour, edgecolor="black", hatch=hatch, linewidth=0.8
                 )
-            if room >= 9:  # B's blocks run along y: a label one line tall fits from 9 points
-                ax_b.text(
-                    last_col.start + last_col.size / 2,
-                    kb.start + kb.size / 2,
-                    f"k{i}",
-                    ha="center",
-                    va="center",
-                    fontsize=8 if room >= 11 else 6,
-                    color="white" if i > (n_k - 1) / 2 else "black",
-                )
+            )
     for ax, spans_y, spans_x in (
         (ax_a, layout.rows, layout.k_blocks),
         (ax_b, layout.k_blocks, layout.cols),
@@ -194,20 +170,72 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
             ax.axhline(s.start, color="grey", linewidth=0.5)
         for s in spans_x[1:]:
             ax.axvline(s.start, color="grey", linewidth=0.5)
-    _frame(ax_a, m, k, f"A ({m}x{k}): row panel in K-blocks", "M", "K")
-    _frame(ax_b, k, n, f"B ({k}x{n}): column panel in K-blocks", "K", "N")
+    _frame(ax_a, m, k, f"A ({m}x{k}): row panel", "M", "K")
+    _frame(ax_b, k, n, f"B ({k}x{n}): column panel", "K", "N")
 
     handles = [Rectangle((0, 0), 1, 1, facecolor=TILE_COLOURS[kind]) for kind in TILE_COLOURS]
     labels = [f"{TILE_LABELS[kind]}: {layout.count(kind)}" for kind in TILE_COLOURS]
     if layout.k_blocks[-1].ragged:  # a full last block (the tile divides K) is not ragged
         handles.append(Rectangle((0, 0), 1, 1, facecolor="white", hatch="//", edgecolor="black"))
         labels.append(f"ragged last K-block ({layout.k_blocks[-1].size} of {tile})")
-    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    fig.legend(
+        handles, labels, loc="lower center", ncol=3, fontsize=style.MIN_FONT_PT, frameon=False
+    )
     products = "1 K-block product" if n_k == 1 else f"{n_k} K-block products"
     fig.suptitle(
-        f"The red corner tile of C sums {products}: "
+        f"The red corner tile of C sums {products}:\n"
         f"C[i, j] += A[i, k] @ B[k, j] for each k-block (use +=, not =)",
-        fontsize=10,
+        fontsize=style.FONT_PT,
     )
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    _label_blocks(layout, ax_a, ax_b, ax_c)
     return fig
+
+
+def _label_blocks(layout: TileLayout, ax_a, ax_b, ax_c) -> None:
+    """k0, k1... in the K-blocks and the size in each tile of C, where MIN_FONT_PT text fits."""
+    m, n, k, n_k = layout.m, layout.n, layout.k, len(layout.k_blocks)
+    last_row, last_col = layout.rows[-1], layout.cols[-1]
+    font = style.MIN_FONT_PT
+    line = 1.25 * font  # points a one-line label needs across its short side
+    a_x, a_y = _points_per_unit(ax_a, k, m)
+    b_x, b_y = _points_per_unit(ax_b, n, k)
+    for i, kb in enumerate(layout.k_blocks if n_k <= 12 else ()):
+        text = f"k{i}"
+        colour = "white" if i > (n_k - 1) / 2 else "black"  # readable on dark shades
+        wide, tall = kb.size * a_x, last_row.size * a_y  # A's blocks run along x
+        if min(wide, tall) >= line:  # horizontal if it fits, else upright
+            upright = wide < 0.7 * font * len(text)
+            ax_a.text(
+                kb.start + kb.size / 2,
+                last_row.start + last_row.size / 2,
+                text,
+                ha="center",
+                va="center",
+                fontsize=font,
+                rotation=90 if upright else 0,
+                color=colour,
+            )
+        wide, tall = last_col.size * b_x, kb.size * b_y  # B's blocks run along y
+        if tall >= line and wide >= 0.7 * font * len(text):
+            ax_b.text(
+                last_col.start + last_col.size / 2,
+                kb.start + kb.size / 2,
+                text,
+                ha="center",
+                va="center",
+                fontsize=font,
+                color=colour,
+            )
+    c_x, c_y = _points_per_unit(ax_c, n, m)
+    for t in layout.tiles:
+        text = f"{t.row.size}x{t.col.size}"
+        if t.col.size * c_x >= 0.65 * font * len(text) and t.row.size * c_y >= line:
+            ax_c.text(
+                t.col.start + t.col.size / 2,
+                t.row.start + t.row.size / 2,
+                text,
+                ha="center",
+                va="center",
+                fontsize=font,
+            )

@@ -17,8 +17,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 
 from tinytorch.profiling import Ceilings, measure_ceilings
+from tinytorch.viz import style
 
 __all__ = [
     "Ceilings",
@@ -130,17 +132,19 @@ def roofline_points(rows: Sequence[Any]) -> list[RooflinePoint]:
     return points
 
 
-def _bars(
-    ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str, order: list[str]
-) -> None:
+PANEL_HEIGHT_IN = 2.7  # one bar panel; the panels are stacked, each the page's full width
+LEGEND_WIDTH_IN = 2.3  # the legends sit right of the data, in about this room
+
+
+def _bars(ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str) -> None:
     n_p, n_b = table.values.shape
     width = 0.8 / max(n_b, 1)
-    colours = plt.get_cmap("tab10")
+    small = style.MIN_FONT_PT
     handles: list[Any] = []
     for j, backend in enumerate(table.backends):
         xs = np.arange(n_p) + (j - (n_b - 1) / 2) * width
         heights = np.nan_to_num(table.values[:, j])
-        colour = colours(order.index(backend) % 10)  # one colour per backend in every panel
+        colour = style.backend_colour(backend)  # the same in every panel and on the roofline
         bars = ax.bar(xs, heights, width, color=colour)
         handles.append(Patch(color=colour, label=backend))  # plain: hatching is "noisy"
         labels = []
@@ -150,8 +154,17 @@ def _bars(
                 bar.set_alpha(0.55)
             value = table.values[i, j]
             text = "" if np.isnan(value) else f"{value:.0f}"
-            labels.append(f"{text}\nnoisy: rerun" if text and table.noisy[i, j] else text)
-        ax.bar_label(bars, labels=labels, fontsize=6)
+            labels.append(f"{text} noisy: rerun" if text and table.noisy[i, j] else text)
+        upright = _bar_pt(n_p, width) < _text_pt(labels_of(table))
+        texts = ax.bar_label(
+            bars,
+            labels=[t.replace(" noisy", "\nnoisy") if not upright else t for t in labels],
+            fontsize=small,
+            rotation=90 if upright else 0,
+            padding=2,
+        )
+        for text in texts:  # readable where the ceiling's line crosses it
+            text.set_bbox({"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 0.5})
     if ceiling:  # in the legend, where a long label is never clipped by the axes
         ax.axhline(
             ceiling,
@@ -161,53 +174,152 @@ def _bars(
             label=f"{ceiling_label} {ceiling:.0f} {table.unit}",
         )
     ax.set_xticks(range(n_p))
-    ax.set_xticklabels(table.problems, fontsize=8)
-    ax.set_ylabel(table.unit)
-    ax.margins(y=0.15)  # room for the bar labels above the tallest bar
+    ax.set_xlim(-0.5, n_p - 0.5)
+    ax.set_xticklabels(table.problems, fontsize=small)
+    ax.tick_params(axis="y", labelsize=small)
+    ax.set_ylabel(table.unit, fontsize=style.FONT_PT)
+    # Head room for the labels: the tallest, in points, over the axes' height.
+    upright = _bar_pt(n_p, width) < _text_pt(labels_of(table))
+    tallest = _text_pt(labels_of(table)) if upright else 2.4 * small
+    top = np.nanmax(np.append(table.values, ceiling or 0.0), initial=0.0)
+    room = min(0.75, (tallest + 8) / ((PANEL_HEIGHT_IN - 0.9) * 72))  # less title, ticks
+    ax.set_ylim(0, max(top, 1e-9) / (1 - room))
     if table.noisy.any():
         handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//", label="noisy: rerun"))
     ax.legend(
         handles=[*ax.get_legend_handles_labels()[0], *handles],
-        fontsize=7,
+        fontsize=small,
         loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
     )
 
 
+def _bar_pt(n_problems: int, width: float) -> float:
+    """A bar's width in points: the axes span the page less the legend and the y labels."""
+    axes_pt = (style.MAX_WIDTH_IN - LEGEND_WIDTH_IN - 0.9) * 72
+    return axes_pt * width / max(n_problems, 1)
+
+
+def _text_pt(labels: Sequence[str]) -> float:
+    """The longest label's length in points, at MIN_FONT_PT (~0.6 em per character)."""
+    return max((len(t) for t in labels), default=0) * 0.6 * style.MIN_FONT_PT
+
+
+def labels_of(table: ThroughputTable) -> list[str]:
+    """Every bar's label text: its rate, and "noisy: rerun" when flagged."""
+    return [
+        f"{v:.0f}" + (" noisy: rerun" if z else "")
+        for v, z in zip(table.values.ravel(), table.noisy.ravel(), strict=True)
+        if not np.isnan(v)
+    ]
+
+
 def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Figure:
-    """GEMM in GFLOP/s, bias+GELU and the fusion lesson (GELU) in GB/s, per backend."""
+    """GEMM in GFLOP/s, bias+GELU and the fusion lesson (GELU) in GB/s, per backend, stacked."""
     kinds = [k for k in UNITS if any(r.kind == k for r in rows)] or ["gemm"]
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.5 * len(kinds), 4.6), squeeze=False)
+    notes = not_timed(rows)
+    notes_in = 0.3 + 0.17 * len(notes) if notes else 0.0
+    height = PANEL_HEIGHT_IN * len(kinds) + notes_in
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(style.MAX_WIDTH_IN, height), squeeze=False)
     titles = {"gemm": "GEMM", "bias_gelu": "bias + GELU", "gelu": "GELU: unfused vs fused vs C++"}
-    order = list(dict.fromkeys(r.backend for r in rows))
-    for ax, kind in zip(axes[0], kinds, strict=True):
+    for ax, kind in zip(axes[:, 0], kinds, strict=True):
         compute = kind == "gemm"
         peak = (ceilings.gflops if compute else ceilings.gbps) if ceilings else None
         label = "measured peak" if compute else "copy bandwidth"
-        _bars(ax, throughput_table(rows, kind), peak, label, order)
-        ax.set_title(f"{titles[kind]} (higher is better)", fontsize=10)
-    notes = not_timed(rows)
+        _bars(ax, throughput_table(rows, kind), peak, label)
+        ax.set_title(f"{titles[kind]} (higher is better)", fontsize=style.FONT_PT)
     if notes:
         fig.text(
             0.01,
-            0.01,
-            "not timed or not credited:\n" + "\n".join(notes),
-            fontsize=7,
+            0.005,
+            "not timed or not credited:\n" + "\n".join(_fit(n) for n in notes),
+            fontsize=style.MIN_FONT_PT,
             va="bottom",
-            wrap=True,
         )
-    fig.tight_layout(rect=(0, 0.04 + 0.035 * len(notes), 1, 1))
+    fig.tight_layout(rect=(0, notes_in / height, 1, 1))  # the legends included, right of each
     return fig
 
 
+def _fit(line: str, width: int = 150) -> str:
+    """A note cut to one line of the figure (9 pt text, ~150 characters across 9.4 in)."""
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _overlaps(box: Any, placed: Sequence[Any]) -> bool:
+    return any(box.overlaps(other) for other in placed)
+
+
+# Offsets (points) tried in turn for a point's number: beside it first, then further out, where
+# a thin leader line ties the number to its point.
+_NUMBER_OFFSETS = sorted(
+    (
+        (dx, dy)
+        for dx in (7, -7, 20, -20, 34, -34, 50, -50, 68, -68)
+        for dy in (0, 6, -6, 12, -12, 19, -19, 27, -27)
+    ),
+    key=lambda o: (o[0] ** 2 + o[1] ** 2, -o[0]),  # nearest first; right before left
+)
+
+
+def _place_numbers(
+    fig: Figure, ax: Any, points: Sequence[RooflinePoint], numbers: list[int]
+) -> None:
+    """Each point's key number beside it, moved until it overlaps no other number or marker."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    to_px = ax.transData.transform
+    half = 4.0 * fig.dpi / 72  # a marker's half size in pixels (s=40 is ~6.3 pt across)
+    placed = [
+        Bbox.from_extents(x - half, y - half, x + half, y + half)
+        for x, y in (to_px((p.intensity, p.gflops)) for p in points)
+    ]
+    for p, number in zip(points, numbers, strict=True):
+        text = None
+        for dx, dy in _NUMBER_OFFSETS:
+            if text is not None:
+                text.remove()
+            far = abs(dx) > 8 or abs(dy) > 7
+            text = ax.annotate(
+                str(number),
+                (p.intensity, p.gflops),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                va="center",
+                fontsize=style.MIN_FONT_PT,
+                fontweight="bold",
+                arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.6} if far else None,
+            )
+            text.update_positions(renderer)  # where the offset puts it, before any draw
+            box = Text.get_window_extent(text, renderer).padded(1)  # the number, no leader
+            inside = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+            if inside and not _overlaps(box, placed):
+                break
+        placed.append(Text.get_window_extent(text, renderer))
+
+
+KEY_LINE_IN = 1.35 * style.MIN_FONT_PT / 72  # one line of the roofline's key
+
+
 def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
-    """GFLOP/s vs FLOP/byte under min(peak compute, intensity x bandwidth); points named."""
-    fig, ax = plt.subplots(figsize=(8.5, 5.2))
-    points = roofline_points(rows)
+    """GFLOP/s vs FLOP/byte under min(peak compute, intensity x bandwidth).
+
+    Each point carries a number; the key under the axes names it (backend, problem), so no label
+    sits on another, and the legend stays right of the data.
+    """
+    points = roofline_points(rows)  # in the rows' order: grouped by problem
+    key_rows = -(-len(points) // 2)  # two columns
+    key_in = 0.4 + KEY_LINE_IN * key_rows
+    height = 4.6 + key_in
+    fig, ax = plt.subplots(figsize=(style.MAX_WIDTH_IN, height))
     lo = min([p.intensity for p in points] + [0.5]) / 2
     hi = max([p.intensity for p in points] + [ceilings.gflops / ceilings.gbps]) * 4
     xs = np.geomspace(lo, hi, 200)
-    roof = f"roof: measured peak {ceilings.gflops:.0f} GFLOP/s, copy bandwidth {ceilings.gbps:.0f} GB/s"
+    roof = f"roof: peak {ceilings.gflops:.0f} GFLOP/s,\ncopy {ceilings.gbps:.0f} GB/s"
     ax.plot(
         xs,
         np.minimum(ceilings.gflops, xs * ceilings.gbps),
@@ -215,42 +327,60 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
         linewidth=1.5,
         label=roof,
     )
-    colours = plt.get_cmap("tab10")
     markers = {"gemm": "o", "bias_gelu": "s", "gelu": "^"}
-    backends = list(dict.fromkeys(p.backend for p in points))
-    kinds = {r.problem: r.kind for r in rows}
     for p in points:
         ax.scatter(
             p.intensity,
             p.gflops,
-            color=colours(backends.index(p.backend) % 10),
-            marker=markers.get(kinds.get(p.problem, "gemm"), "o"),
+            color=style.backend_colour(p.backend),
+            marker=markers[_kind(rows, p.problem)],
             s=40,
             zorder=3,
             alpha=0.5 if p.noisy else 1.0,
         )
-        label = f"{p.backend}, {p.problem}" + (" (noisy: rerun)" if p.noisy else "")
-        # Points of one problem alternate sides, and the right half's labels go left, so the
-        # names neither overlap each other nor run off the axes.
-        same = sorted((q for q in points if q.problem == p.problem), key=lambda q: q.gflops)
-        left = (same.index(p) % 2 == 1) != (p.intensity > np.sqrt(lo * hi))
-        ax.annotate(
-            label,
-            (p.intensity, p.gflops),
-            xytext=(-5, 2) if left else (5, 2),
-            textcoords="offset points",
-            ha="right" if left else "left",
-            fontsize=6,
-        )
-    for j, backend in enumerate(backends):
-        ax.scatter([], [], color=colours(j % 10), label=backend)
+    for backend in dict.fromkeys(p.backend for p in points):
+        ax.scatter([], [], color=style.backend_colour(backend), label=backend)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte of compulsory traffic)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title("Roofline (circles GEMM, squares bias+GELU, triangles GELU)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    lows = [p.gflops for p in points] + [ceilings.gflops]
+    ax.set_ylim(min(lows) / 3, ceilings.gflops * 3)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(
+        "arithmetic intensity (FLOP / byte of compulsory traffic)", fontsize=style.FONT_PT
+    )
+    ax.set_ylabel("GFLOP/s", fontsize=style.FONT_PT)
+    ax.tick_params(labelsize=style.MIN_FONT_PT)
+    ax.set_title(
+        "Roofline (circles GEMM, squares bias+GELU, triangles GELU)", fontsize=style.FONT_PT
+    )
+    ax.legend(
+        fontsize=style.MIN_FONT_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0
+    )
     ax.grid(True, which="both", alpha=0.3)
-    fig.text(0.01, 0.005, f"ceilings: {ceilings.how}", fontsize=6)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, key_in / height, 1, 1))  # the legend included, right of the axes
+    # The key, under the axes in two columns: "n  backend, problem", in figure coordinates.
+    step = KEY_LINE_IN / height
+    for i, p in enumerate(points):
+        column, line = divmod(i, key_rows)
+        x, y = 0.01 + 0.5 * column, (key_in - 0.1) / height - line * step
+        name = f"{p.backend}, {p.problem}" + (" (noisy: rerun)" if p.noisy else "")
+        for dx, text, weight in ((0.03, str(i + 1), "bold"), (0.04, name, "normal")):
+            ax.text(
+                x + dx,
+                y,
+                text,
+                transform=fig.transFigure,
+                fontsize=style.MIN_FONT_PT,
+                fontweight=weight,
+                ha="right" if weight == "bold" else "left",
+                va="top",
+                clip_on=False,
+            )
+    ceiling_note = _fit(f"ceilings: {ceilings.how}")
+    fig.text(0.01, 0.005, ceiling_note, fontsize=style.MIN_FONT_PT, va="bottom")
+    _place_numbers(fig, ax, points, list(range(1, len(points) + 1)))
     return fig
+
+
+def _kind(rows: Sequence[Any], problem: str) -> str:
+    return next((r.kind for r in rows if r.problem == problem), "gemm")

@@ -15,6 +15,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from tinytorch.viz import style
 from tinytorch.viz.bugs import BUGS, YOURS, bug_grid
 from tinytorch.viz.heatmap import HeatmapData, draw_heatmap, heatmap_data, shape_label
 
@@ -36,6 +37,12 @@ Timer = Callable[..., dict]  # tile_throughput(impl, seed=..., timeout=...)
 HEATMAP, SPEED = "pass/fail heatmap", "GFLOP/s vs tile size"
 THROUGHPUT_SIZE = 256  # M = K = N of the timed problem: large enough for cache effects to show
 THROUGHPUT_TILES = (8, 16, 32, 64, 128, 256)
+SPEED_HEIGHT_IN = 3.8  # draw_tile_throughput's figure
+# The example bugs are for the heatmap; timing is of the student's kernel only, and says so.
+SPEED_TIMES_YOURS = (
+    ". <i>This view always times your kernel (IMPL), not the example bug picked in"
+    " \u201ckernel\u201d: a bug's speed teaches nothing.</i>"
+)
 HINT = "Ctrl-click (Cmd-click on a Mac) or Shift-click to pick several."
 # SelectMultiple shows picked options in light grey once it loses focus: make them stand out.
 STYLE = (
@@ -113,27 +120,32 @@ def draw_tile_throughput(data: dict[str, Any]) -> Any:
     A noisy figure is drawn hollow and labelled "noisy: rerun"; so is the NumPy line when it is
     flagged or lies below any of your tile sizes (a busy machine, never a slow BLAS).
     """
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(7.2, SPEED_HEIGHT_IN))
+    mine, blas = style.backend_colour("student"), style.backend_colour("numpy")
     noisy_at = data.get("noisy") or [False] * len(data["tiles"])
     points = [
         (t, g, bool(z))
         for t, g, z in zip(data["tiles"], data["gflops"], noisy_at, strict=True)
         if g is not None
     ]
-    ax.plot([t for t, _, _ in points], [g for _, g, _ in points], "-", color="#d62728")
+    ax.plot([t for t, _, _ in points], [g for _, g, _ in points], "-", color=mine)
     for t, g, z in points:
-        ax.plot(t, g, "o", color="#d62728", markerfacecolor="white" if z else "#d62728")
+        ax.plot(t, g, "o", color=mine, markerfacecolor="white" if z else mine)
         if z:
             ax.annotate(
-                "noisy: rerun", (t, g), xytext=(4, 4), textcoords="offset points", fontsize=6
+                "noisy: rerun",
+                (t, g),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=style.MIN_FONT_PT,
             )
-    ax.plot([], [], "o-", color="#d62728", label="your tiled_matmul")
+    ax.plot([], [], "o-", color=mine, label="your tiled_matmul")
     numpy, noisy = data.get("numpy_gflops"), False
     if numpy is not None:
         below = any(g > numpy for _, g, _ in points)  # the plot's own guard, as in viz/timing
         noisy = bool(data.get("numpy_noisy")) or below
         label = "NumPy (BLAS)" + (", noisy: rerun" if noisy else "")
-        ax.axhline(numpy, color="#1f77b4", linestyle="--", alpha=0.5 if noisy else 1.0, label=label)
+        ax.axhline(numpy, color=blas, linestyle="--", alpha=0.5 if noisy else 1.0, label=label)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(data["tiles"])
@@ -143,16 +155,22 @@ def draw_tile_throughput(data: dict[str, Any]) -> Any:
     n = data["size"]
     ax.set_title(
         f"{n}x{n} @ {n}x{n}: small tiles pay Python overhead per block, big ones lose the cache",
-        fontsize=9,
+        fontsize=style.FONT_PT,
     )
-    ax.legend(fontsize=8)
+    ax.tick_params(labelsize=style.MIN_FONT_PT)
+    ax.legend(fontsize=style.MIN_FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if noisy or any(z for _, _, z in points):
         from tinytorch.profiling.load import NOISY_LOAD
 
         loads = [v for v in [*(data.get("load") or []), data.get("numpy_load")] if v is not None]
         busiest = max(loads, default=0.0)
         busy = f"; other work kept {busiest:.1f} cores busy" if busiest > NOISY_LOAD else ""
-        fig.text(0.01, 0.01, f"noisy: rerun this view when the machine is quiet{busy}", fontsize=7)
+        fig.text(
+            0.01,
+            0.01,
+            f"noisy: rerun this view when the machine is quiet{busy}",
+            fontsize=style.MIN_FONT_PT,
+        )
         fig.tight_layout(rect=(0, 0.05, 1, 1))
     else:
         fig.tight_layout()
@@ -220,7 +238,10 @@ class TileHeatmap:
         self.status = w.HTML()
         self.out = w.Output()
         self.out.add_class("tt-heatmap-out")  # a stable handle for the browser test
-        hint = w.HTML(f"{STYLE}<small>{HINT}</small>")
+        # The taller of its two figures: a redraw keeps the page where it was.
+        tallest = max(1.0 + 0.55 * len(self.shapes_by_label), SPEED_HEIGHT_IN)
+        self.out.layout.min_height = f"{round(tallest * style.DPI)}px"
+        hint = w.HTML(f"{STYLE}{style.BUSY_CSS}<small>{HINT}</small>")
         picks = w.VBox([w.HBox([self.tiles, self.shapes]), hint])
         picks.add_class("tt-heatmap")
         self.widget = w.VBox([w.HBox([self.source, self.view]), picks, self.status, self.out])
@@ -233,7 +254,20 @@ class TileHeatmap:
 
     def _clear(self) -> None:
         self.out.clear_output()
+        self.out.remove_class("tt-busy")
         self.shown = None
+
+    def _busy(self) -> None:
+        """The figure shown stays, dimmed, until the next one replaces it (no page jump)."""
+        self.out.add_class("tt-busy")
+        self.out.clear_output(wait=True)
+
+    def _show(self, fig: Any, view: str) -> None:
+        with self.out:
+            plt.show()
+            plt.close(fig)
+        self.out.remove_class("tt-busy")
+        self.shown = view
 
     def _say(self, text: str) -> None:
         self.status.value = text
@@ -277,12 +311,13 @@ class TileHeatmap:
             return
         who = html.escape(self.source.value)
         self._say(f"<i>running… {who} on {len(shapes)} shapes x {len(tiles)} tile sizes</i>")
-        self._clear()
+        self._busy()
         try:
             results = self.grid(self.impl, shapes, tiles, seed=self.seed, timeout=self.timeout)
             self.last = heatmap_data(results, shapes, tiles)
         except Exception as exc:  # noqa: BLE001  (a broken grid run must not kill the widget)
             self.last = None
+            self._clear()
             self._say(f"<b style='color:#d62728'>grid failed: {html.escape(repr(exc))}</b>")
             return
         passed = int((self.last.status == 1).sum())
@@ -290,31 +325,25 @@ class TileHeatmap:
             f"<b>{passed}/{self.last.status.size}</b> (shape, tile) pairs pass for {who} "
             f"(refresh {self.refreshes}, tiles {tiles})"
         )
-        with self.out:
-            fig = draw_heatmap(self.last, title=f"tiled_matmul ({self.source.value})")
-            plt.show()
-            plt.close(fig)
-        self.shown = HEATMAP
+        self._show(draw_heatmap(self.last, title=f"tiled_matmul ({self.source.value})"), HEATMAP)
 
     def _refresh_speed(self) -> None:
         self._say(f"<i>running… timing your tiled_matmul at tile sizes {THROUGHPUT_TILES}</i>")
-        self._clear()
+        self._busy()
         try:
             self.last_speed = self.timer(self.impl, seed=self.seed)
         except Exception as exc:  # noqa: BLE001
             self.last_speed = None
+            self._clear()
             self._say(f"<b style='color:#d62728'>timing failed: {html.escape(repr(exc))}</b>")
             return
         errors = "; ".join(self.last_speed.get("errors", []))
         self._say(
             f"<b>GFLOP/s of your tiled_matmul</b> beside NumPy (refresh {self.refreshes})"
+            + (f"{SPEED_TIMES_YOURS}" if self.source.value != YOURS else "")
             + (f" <span style='color:#d62728'>{html.escape(errors)}</span>" if errors else "")
         )
-        with self.out:
-            fig = draw_tile_throughput(self.last_speed)
-            plt.show()
-            plt.close(fig)
-        self.shown = SPEED
+        self._show(draw_tile_throughput(self.last_speed), SPEED)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
