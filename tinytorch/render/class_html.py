@@ -95,6 +95,8 @@ def function_verdicts(docs: dict[str, dict[str, Any]]) -> dict[str, Counter]:
 
 def figures(docs: dict[str, dict[str, Any]], folder: Path, *, part_b: bool) -> dict[str, Path]:
     """Draw every figure of the report into `folder` as PNG; name -> path."""
+    from tinytorch.viz import style  # matplotlib only when a report is drawn
+
     folder.mkdir(parents=True, exist_ok=True)
     counts = verdict_counts(docs)
     n = max(1, len(docs))
@@ -138,7 +140,6 @@ def figures(docs: dict[str, dict[str, Any]], folder: Path, *, part_b: bool) -> d
     out["function_verdicts"] = _figure("function_verdicts", folder, per_function)
     if part_b:
         values = [g for d in docs.values() if (g := tiled_matmul_gflops(d)) is not None]
-        from tinytorch.viz import style
 
         def gflops(fig, ax):
             if values:
