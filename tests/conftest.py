@@ -6,9 +6,10 @@ HYPOTHESIS_PROFILE=thorough runs 300 examples per test locally.
 
 The suite runs on pytest-xdist workers (`-n auto` in pyproject.toml). A test marked `exclusive`
 (it races a timeout or a neighbour's CPU share, or it times something) runs while no other test
-runs: every test holds a shared lock on one file, an exclusive test holds it exclusively. A second
+runs: every test (its setup, module fixtures built for it, call and teardown) holds a shared lock
+on one file, an exclusive test holds it exclusively. A second
 "turnstile" lock, taken briefly before either, keeps the exclusive test from being starved by the
-next shared ones. Without xdist (`-p no:xdist`, `-n 0`) the lock is uncontended and costs nothing.
+next shared ones. On one worker (`-n 0`) the lock is uncontended and costs nothing.
 """
 
 from __future__ import annotations
@@ -44,16 +45,19 @@ def _lock_dir(config: pytest.Config) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def _exclusive_lock(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Shared for ordinary tests; exclusive (alone on the machine) for tests marked `exclusive`."""
-    folder = _lock_dir(request.config)
-    mode = fcntl.LOCK_EX if request.node.get_closest_marker("exclusive") else fcntl.LOCK_SH
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's setup, call and teardown (module fixtures built for it too) under the lock:
+    shared for ordinary tests, exclusive (alone on the machine) for tests marked `exclusive`."""
+    folder = _lock_dir(item.config)
+    mode = fcntl.LOCK_EX if item.get_closest_marker("exclusive") else fcntl.LOCK_SH
     with open(folder / "turnstile", "a") as turnstile, open(folder / "tests", "a") as tests:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(tests, mode)
         finally:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        yield
-        fcntl.flock(tests, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
