@@ -6,10 +6,10 @@ HYPOTHESIS_PROFILE=thorough runs 300 examples per test locally.
 
 The suite runs on pytest-xdist workers (`-n auto` in pyproject.toml). A test marked `exclusive`
 (it races a timeout or a neighbour's CPU share, or it times something) runs while no other test
-runs: every test (its setup, module fixtures built for it, call and teardown) holds a shared lock
-on one file, an exclusive test holds it exclusively. A second
-"turnstile" lock, taken briefly before either, keeps the exclusive test from being starved by the
-next shared ones. On one worker (`-n 0`) the lock is uncontended and costs nothing.
+runs: every test (its setup, the module fixtures built for it, its call and teardown) holds a
+shared lock on one file, an exclusive test holds it exclusively. A second "turnstile" lock, taken
+briefly before either, keeps the exclusive test from being starved by the next shared ones.
+On one worker (`-n 0`) the lock is uncontended and costs nothing.
 """
 
 from __future__ import annotations
