@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinytorch.milestone07.diagnose import Diagnosis, diagnose
+from tinytorch.render.safe_text import clean
 
 _BADGE = {
     "pass": ("#2ca02c", "PASS"),
@@ -45,7 +46,7 @@ _TEXT_STYLE = (
 def text_html(text: str) -> str:
     """Plain text (a table, a report) for a notebook output: monospace, wrapped at word
     boundaries only, never in the middle of a word."""
-    return f'<pre class="tt-text" style="{_TEXT_STYLE}">{html.escape(text)}</pre>'
+    return f'<pre class="tt-text" style="{_TEXT_STYLE}">{html.escape(clean(text))}</pre>'
 
 
 def prose_html(text: str) -> str:
