@@ -19,7 +19,8 @@ from tinytorch.classroom import classgrade
 from tinytorch.classroom.cpugroups import CpuGroups, _mountinfo_roots, _own_paths, _under
 from tinytorch.classroom.runner import error_doc
 
-pytestmark = pytest.mark.exclusive  # it measures who gets the CPU: nothing else may run
+# it measures who gets the CPU: nothing else may run
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "tests" / "mutants" / "student_base.py"  # a correct Module 17
@@ -41,7 +42,10 @@ def _wrap(f):
     return g
 """
 # Takes the machine: 100 busy loops, each its own session (so, with autogroup, its own
-# scheduling group), kept alive by answering each call just inside the case timeout.
+# scheduling group), kept alive by answering each call just inside the case timeout. It hogs
+# until {until} (wall clock, which crosses the sandbox): as long as the side-by-side round can
+# last (the Part A budget, half the class run's wall timeout). After that it answers wrongly at once, so its own alone
+# regrade, with no neighbour left to hurt, does not spend a second budget hogging.
 HOG = """
 
 import subprocess as _sp
@@ -52,6 +56,8 @@ _HOGS = []
 
 def _wrap(f):
     def g(*a, **k):
+        if _t.time() > {until!r}:
+            return Tensor(np.zeros(1))
         while len(_HOGS) < 100:
             try:
                 _HOGS.append(_sp.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True))
@@ -69,6 +75,11 @@ V1_HYBRID = (  # /proc/self/mountinfo of a cgroup v1 machine (this kind), trimme
     "41 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
 )
 V2_ONLY = "35 24 0:30 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+
+
+def _hog(wall_timeout: int) -> str:
+    """The hog, for a class run with this wall timeout (each student's Part A budget is half)."""
+    return HOG.format(until=time.time() + wall_timeout // 2)
 
 
 def _class(tmp_path: Path, **students: str) -> Path:
@@ -150,7 +161,7 @@ def test_a_busy_neighbour_takes_only_its_own_slots_share(tmp_path: Path) -> None
     """With the cgroups, the slow honest student passes beside the hog without needing the alone
     regrade: the hog's hundred loops share one slot's CPU. (Without them it timed out.)"""
     _live_groups().close()
-    subs = _class(tmp_path, alice=SLOW_HONEST, mallory=HOG)
+    subs = _class(tmp_path, alice=SLOW_HONEST, mallory=_hog(60))
     run = classgrade.grade_class(subs, tmp_path / "out", jobs=2, case_timeout=1.0, wall_timeout=60)
     alice = run.docs["alice"]
     assert alice["verdict"] == "PASS", classgrade.hit_wall_clock(alice)
@@ -172,8 +183,9 @@ def test_without_cgroups_a_starved_student_is_regraded_alone_and_passes(
     """The floor: beside the hog, with no CPU cgroup, the slow honest student's calls time out;
     its result hit a wall-clock limit, so it is regraded alone, and that PASS is what is kept."""
     monkeypatch.setattr(classgrade, "CpuGroups", _NoGroups)
-    subs = _class(tmp_path, alice=SLOW_HONEST, mallory=HOG)
-    run = classgrade.grade_class(subs, tmp_path / "out", jobs=2, case_timeout=1.0, wall_timeout=60)
+    # A 15 s budget: starved beside the hog she spends it; alone she needs about 5 s of it.
+    subs = _class(tmp_path, alice=SLOW_HONEST, mallory=_hog(30))
+    run = classgrade.grade_class(subs, tmp_path / "out", jobs=2, case_timeout=1.0, wall_timeout=30)
     alice = run.docs["alice"]
     assert alice["verdict"] == "PASS", classgrade.hit_wall_clock(alice)
     # Whether the hog's loops were up while alice ran depends on start-up order (the rule
