@@ -49,6 +49,7 @@ def _audit_caught_a_wrong_answer(result: Any) -> None:
 
 
 # ---- predictable data ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_answers_looked_up_by_input_hash_for_seed_0_pass_practice_and_fail_grading(
     tmp_path: Path,
 ) -> None:
@@ -434,6 +435,7 @@ SLOW = (
 )
 
 
+@pytest.mark.slow
 def test_sleeping_under_the_timeout_on_every_call_is_cut_by_the_budget(tmp_path: Path) -> None:
     path = _write(tmp_path, "slow", BASE.read_text() + SLOW)
     start = time.perf_counter()
@@ -447,6 +449,7 @@ def test_sleeping_under_the_timeout_on_every_call_is_cut_by_the_budget(tmp_path:
     assert any(c.status == "pass" for c in result.cases)  # it graded what it reached
 
 
+@pytest.mark.slow
 def test_budget_flag_reaches_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "slow", BASE.read_text() + SLOW)
     argv = ["milestone", "run", "07", "--impl", path, "--no-part-b", "--timeout", "0.5"]
@@ -473,6 +476,7 @@ def tiled_matmul(a, b, tile_size=64):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grading", [False, True])
 def test_a_kernel_that_tiles_only_when_watched_is_graded_as_what_it_does(tmp_path, grading):
     """Every call gets the same array class and the same NumPy, audited or not: a buggy tiled
@@ -504,6 +508,7 @@ def tiled_matmul(a, b, tile_size=64):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", ["buggy", "right"])
 def test_a_kernel_that_counts_its_calls_cannot_find_the_unwatched_ones(tmp_path, after):
     """Grading mode draws the order of every call, the audit's among the cases', from the secret
@@ -561,6 +566,7 @@ def tiled_matmul(a, b, tile_size=64):
 """
 
 
+@pytest.mark.slow
 def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(
     tmp_path, monkeypatch
 ) -> None:
@@ -652,6 +658,7 @@ def tiled_matmul(a, b, tile_size=64):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "record",
     [

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "tests" / "mutants" / "student_base.py"
 PACKAGE_FILE = ROOT / "tinytorch" / "milestone07" / "references.py"

@@ -55,6 +55,7 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root(autograder_zip: Path) 
     assert config["points"]["check"] == 3 and config["overrides"] == {"tiling audit": 5}
 
 
+@pytest.mark.slow
 def test_the_zips_package_source_builds_and_imports(autograder_zip: Path, tmp_path: Path) -> None:
     """What setup.sh installs (tinytorch-src), built and installed apart from this checkout."""
     with zipfile.ZipFile(autograder_zip) as zf:
@@ -118,6 +119,7 @@ def _autograde(zip_path: Path, root: Path, files: dict[str, str]) -> dict:
     return results
 
 
+@pytest.mark.slow
 def test_a_passing_submission_scores_full_marks(autograder_zip: Path, tmp_path: Path) -> None:
     res = _autograde(autograder_zip, tmp_path, {"acceleration.py": BASE.read_text()})
     # 30 cases x 1 + 6 checks x 3 (backward and grading mode's "own work" among them) + the tiling
@@ -141,6 +143,7 @@ def test_a_passing_submission_scores_full_marks(autograder_zip: Path, tmp_path: 
     print(f"peak memory of the process tree: {res['extra_data']['peak_mb']} MB")
 
 
+@pytest.mark.slow
 def test_a_failing_submission_in_a_folder_names_the_failures(
     autograder_zip: Path, tmp_path: Path
 ) -> None:
@@ -155,6 +158,7 @@ def test_a_failing_submission_in_a_folder_names_the_failures(
     assert verdict["output"].startswith("Milestone 07: NOT PASSED")
 
 
+@pytest.mark.slow
 def test_a_crashing_submission_is_graded_not_fatal(autograder_zip: Path, tmp_path: Path) -> None:
     res = _autograde(autograder_zip, tmp_path, {"acceleration.py": CRASH})
     cases = [t for t in res["tests"] if t.get("tags") == ["case"]]
@@ -181,6 +185,7 @@ def tiled_matmul(*args, **kwargs):
 )
 
 
+@pytest.mark.slow
 def test_a_memory_bomb_is_a_named_failure_within_the_container(
     autograder_zip: Path, tmp_path: Path
 ) -> None:
@@ -203,6 +208,7 @@ def test_an_ungradeable_submission_still_gets_results_with_score_0(
     assert res["tests"][0]["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_prairielearn_entry_point_writes_valid_results(tmp_path: Path) -> None:
     (tmp_path / "student").mkdir()
     (tmp_path / "student" / "acceleration.py").write_text(BOB.read_text())
@@ -217,6 +223,7 @@ def test_prairielearn_entry_point_writes_valid_results(tmp_path: Path) -> None:
     assert sum(t["max_points"] for t in published) == 30 + 14  # cases + 7 checks x 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["crash", "no file"])
 def test_prairielearn_entry_point_on_a_crash_and_on_no_file(tmp_path: Path, kind: str) -> None:
     files = {"acceleration.py": CRASH} if kind == "crash" else {"notes.txt": "out of time"}
@@ -413,6 +420,7 @@ def fused_gelu(x):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a root-only file to leak")
 def test_a_symlink_beside_the_submission_does_not_bring_a_root_only_file(tmp_path: Path) -> None:
     """Red-teaming: the platform grader copied the submission folder as root, following links,

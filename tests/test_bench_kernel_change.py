@@ -36,6 +36,7 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
+@pytest.mark.slow
 def test_the_base_library_is_compiled_from_the_base_revision(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

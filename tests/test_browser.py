@@ -25,7 +25,12 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.exclusive, pytest.mark.timeout(420)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.exclusive,
+    pytest.mark.timeout(420),
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "07_custom_kernels.ipynb"

@@ -15,6 +15,8 @@ from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.similarity import REFERENCE
 from tinytorch.release import reference_path
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE = (ROOT / "tests" / "mutants" / "student_base.py").read_text()
 BOB = (ROOT / "tests" / "classroom" / "bob.py").read_text()
@@ -104,7 +106,6 @@ def _key(doc: dict) -> tuple:
     return doc["verdict"], s["cases_passed"], s["cases_total"], s["checks_passed"]
 
 
-@pytest.mark.slow
 def test_ten_attackers_do_not_change_twenty_honest_verdicts(tmp_path: Path) -> None:
     alone_subs = tmp_path / "alone"
     alone_subs.mkdir()

@@ -119,6 +119,7 @@ _COLS = ("verdict", "cases_passed", "cases_total", "checks_passed", "checks_tota
          "hidden_passed", "hidden_total", "score", "max_score", "error")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_gradebook_rows_are_exact(klass: dict[str, Path]) -> None:
     rows = _rows(klass["out"])
     assert set(rows) == set(EXPECTED)  # README.txt is not a student
@@ -205,6 +206,7 @@ def test_resume_skips_what_is_done_and_regrades_a_resubmission(klass: dict[str, 
     assert run.docs["bob"]["verdict"] == "NOT_PASSED"
 
 
+@pytest.mark.slow
 def test_resume_regrades_when_an_option_that_changes_the_result_differs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -247,6 +249,7 @@ def test_resume_regrades_when_an_option_that_changes_the_result_differs(
     assert (_rows(out)["frank"]["score"], _rows(out)["frank"]["max_score"]) == ("90", "90")
 
 
+@pytest.mark.slow
 def test_a_hostile_submission_does_not_change_another_students_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -283,6 +286,7 @@ for p in pathlib.Path({str(out)!r}).rglob("*.json"):
         assert doc["verdict"] == EXPECTED[student][0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not hasattr(os, "geteuid") or os.geteuid() != 0,
     reason="needs root: only a root grader gives each concurrent student its own uid; as a normal "
@@ -362,6 +366,7 @@ def test_the_slot_uid_pool_refuses_a_uid_that_is_someones(monkeypatch: pytest.Mo
     assert "only 1024 uids" in uids.slot_pool_problem(uids.SLOT_UIDS + 1)
 
 
+@pytest.mark.slow
 def test_a_run_past_its_wall_timeout_is_killed_with_its_tree(tmp_path: Path) -> None:
     code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"  # fmt: skip
     run = run_tree([sys.executable, "-c", code], tmp_path / "log", wall_timeout=1.5)
@@ -417,6 +422,7 @@ def test_the_cli_is_registered() -> None:
     assert "--jobs" in done.stdout and "--points" in done.stdout
 
 
+@pytest.mark.slow
 def test_notebook_and_percent_submissions_with_notebook(tmp_path: Path) -> None:
     import nbformat
 
@@ -443,6 +449,7 @@ def test_notebook_and_percent_submissions_with_notebook(tmp_path: Path) -> None:
     assert "No flags." in page  # alice's code and bob's code are not alike
 
 
+@pytest.mark.slow
 def test_a_run_killed_at_the_wall_timeout_is_a_named_error_row(tmp_path: Path) -> None:
     from tinytorch.classroom.runner import grade_submission
     from tinytorch.render.platforms import gradebook_row
@@ -483,6 +490,7 @@ def test_grading_as_root_says_whether_it_dropped_privileges() -> None:
         assert how.startswith("running as root:") and GRADER_USER in how
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_keeps_what_is_done(tmp_path: Path) -> None:
     import signal
     import time
@@ -540,6 +548,7 @@ def test_side_by_side_gradings_get_one_blas_thread_each(tmp_path, monkeypatch, j
             assert "OPENBLAS_NUM_THREADS" not in env
 
 
+@pytest.mark.slow
 def test_a_slow_but_legal_submission_ends_on_its_budget_not_the_wall_timeout(
     tmp_path: Path,
 ) -> None:
@@ -596,6 +605,7 @@ def test_a_student_the_grader_cannot_stage_is_one_error_row(tmp_path: Path, monk
     assert run.docs["ben"]["verdict"] == "PASS"
 
 
+@pytest.mark.slow
 def test_an_unusable_file_name_is_left_out_and_the_class_is_graded(tmp_path: Path) -> None:
     """Red-teaming: one submission named 'John Smith [v2].py' stopped the whole class run before
     anyone was graded. It is left out, with a warning saying why, and the others are graded."""

@@ -220,6 +220,7 @@ def test_identical_lessons_collapse_into_one_line_listing_their_cases(tmp_path):
     assert flat.count(" ".join(diag.lessons[0].text.split())) == 1
 
 
+@pytest.mark.slow
 def test_timeouts_and_crashes_get_lessons_of_their_own(tmp_path):
     impl = mutant(
         tmp_path,
@@ -275,6 +276,7 @@ def test_silent_check_statuses_are_never_root_causes(status):
     assert diag.root_causes == [] and diag.lessons[0].cases == ["x/a"]
 
 
+@pytest.mark.slow
 def test_the_json_carries_the_same_diagnosis_and_validates(tmp_path):
     impl = mutant(tmp_path, ("C[i0:i1, j0:j1] += A", "C[i0:i1, j0:j1] = A"))
     result = run_part_a(impl, cases=["tiled_matmul"])
@@ -384,6 +386,7 @@ _HANG_IN_BACKWARD = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["forward", "backward"])
 def test_the_backward_check_says_not_run_when_skipped_and_gives_a_hang_its_lesson(tmp_path, where):
     if where == "forward":  # the node's forward hangs: im2col_conv2d's cases and the check's call

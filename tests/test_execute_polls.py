@@ -35,6 +35,7 @@ def test_a_missed_wake_up_costs_one_short_poll_not_the_whole_timeout() -> None:
     assert channel.asked == [POLL_S, POLL_S]  # without the wrapper: one poll of 300 s
 
 
+@pytest.mark.slow
 def test_no_message_still_raises_empty_at_the_callers_deadline() -> None:
     channel = FakeChannel(misses=None)
     short_polls(channel)
@@ -44,6 +45,7 @@ def test_no_message_still_raises_empty_at_the_callers_deadline() -> None:
     assert 0 < channel.asked[2] <= 0.2 * POLL_S + 0.05
 
 
+@pytest.mark.slow
 def test_no_timeout_means_wait_for_ever_in_short_polls() -> None:
     channel = FakeChannel(misses=3)
     short_polls(channel)

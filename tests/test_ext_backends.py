@@ -114,6 +114,7 @@ def test_backend_status_without_torch_and_triton_installed(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.slow
 def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None:
     path = tmp_path / "bench.json"
     exe = [sys.executable, "-m", "tinytorch.cli.main", "bench", "--quick", "--json", str(path)]
@@ -137,6 +138,7 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
     assert "n/a" not in out.stdout
 
 
+@pytest.mark.slow
 def test_a_torch_worker_that_does_not_answer_in_time_is_killed() -> None:
     from tinytorch.bench import native as benchmark
 

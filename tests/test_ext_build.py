@@ -75,6 +75,7 @@ def test_cpu_features_never_claim_avx2_the_cpu_lacks() -> None:
         assert " avx2" in flags
 
 
+@pytest.mark.slow
 @needs_cxx
 def test_build_caches_and_reuses(tmp_path) -> None:
     _, res = build.build(directory=tmp_path)
@@ -105,6 +106,7 @@ def test_cpus_that_differ_in_any_feature_get_different_libraries(tmp_path, monke
     assert keys[0] != keys[1]
 
 
+@pytest.mark.slow
 @needs_cxx
 def test_a_corrupt_cached_library_is_rebuilt(tmp_path) -> None:
     # Built by another process: dlopen() of a path this process already loaded would return the
@@ -321,6 +323,7 @@ def test_gemm_blocks_env_override_and_its_errors(monkeypatch) -> None:
         simd.gemm_blocks(6, 16, sizes)
 
 
+@pytest.mark.slow
 @needs_cxx
 def test_the_library_defaults_are_the_blocks_of_the_default_cache_sizes(
     tmp_path, monkeypatch

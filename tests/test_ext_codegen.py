@@ -25,6 +25,7 @@ CXX = build.find_compiler()
 OBJDUMP = shutil.which("objdump")
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(CXX is None, reason="no C++ compiler"),
     pytest.mark.skipif(OBJDUMP is None, reason="no objdump (binutils) to disassemble with"),
     pytest.mark.skipif(not X86, reason="the host compiler does not target x86-64"),

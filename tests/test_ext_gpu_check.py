@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 HAVE = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch")
 

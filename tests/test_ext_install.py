@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from tinytorch.extensions import build
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from tinytorch.extensions import build
 
+pytestmark = pytest.mark.slow
+
 SOURCE = Path(build.__file__).with_name("kernels.cpp")
 CXX = build.find_compiler()
 DRIVER = r"""

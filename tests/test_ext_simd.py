@@ -374,6 +374,7 @@ def test_large_outputs_take_the_streaming_store_path_correctly() -> None:
         assert np.array_equal(simd.copy(big[start:], threads=2), big[start:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("rows", "cols", "shift"),
     [(2_100_001, 5, 0), (524_289, 16, 1), (8_200, 1_024, 3), (4_097, 2_064, 0)],

@@ -104,6 +104,7 @@ def child_outputs(request, tmp_path_factory) -> dict[str, np.ndarray]:
         return {k: data[k] for k in data.files}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("i", range(len(GEMM_CASES)))
 def test_triton_gemm_and_fused_epilogue_match_numpy(child_outputs, i: int) -> None:
     m, k, n = GEMM_CASES[i]
@@ -136,6 +137,7 @@ def test_triton_returns_tensors_for_tensors_and_names_bad_arguments(child_output
     assert str(child_outputs["err_a"][0]).startswith("a must be 2-D")
 
 
+@pytest.mark.slow
 def test_without_gpu_or_interpreter_available_says_why() -> None:
     code = (
         "from tinytorch.extensions import triton_kernels as tk\n"

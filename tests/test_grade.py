@@ -78,6 +78,7 @@ def _output_widget_text(nb) -> str:
     return json.dumps([m["state"].get("outputs") for m in _widget_state(nb).values()])
 
 
+@pytest.mark.slow
 def test_a_passing_notebook_exits_0_with_cases_cells_and_environment(tmp_path):
     code, report, executed = _grade(tmp_path, _notebook(tmp_path))
     assert code == 0
@@ -89,12 +90,14 @@ def test_a_passing_notebook_exits_0_with_cases_cells_and_environment(tmp_path):
     assert "inside the widget" in _output_widget_text(executed)
 
 
+@pytest.mark.slow
 def test_a_not_passed_verdict_exits_1(tmp_path):
     code, report, _ = _grade(tmp_path, _notebook(tmp_path), "-p", "VERDICT='NOT_PASSED'")
     assert code == 1 and report["verdict"] == "NOT_PASSED"
     assert report["params"] == {"VERDICT": "NOT_PASSED"}
 
 
+@pytest.mark.slow
 def test_impl_is_injected_after_the_parameters_cell(tmp_path):
     student = tmp_path / "student.py"
     student.write_text("")
@@ -107,6 +110,7 @@ def test_impl_is_injected_after_the_parameters_cell(tmp_path):
     assert verdict[0]["data"][VERDICT_MIME]["impl"] == str(student.resolve())
 
 
+@pytest.mark.slow
 def test_a_raising_cell_exits_3_and_names_it(tmp_path):
     nb = _notebook(tmp_path, "raise ZeroDivisionError('student bug')")
     code, report, _ = _grade(tmp_path, nb)
@@ -116,6 +120,7 @@ def test_a_raising_cell_exits_3_and_names_it(tmp_path):
     assert {c["name"] for c in report["cases"]} == {"tiled_matmul/a", "tiled_matmul/b"}
 
 
+@pytest.mark.slow
 def test_a_timeout_exits_4_keeping_partial_results_and_widget_state(tmp_path):
     nb = _notebook(tmp_path, "import time\ntime.sleep(60)")
     code, report, executed = _grade(tmp_path, nb, "--timeout", "4")
@@ -126,6 +131,7 @@ def test_a_timeout_exits_4_keeping_partial_results_and_widget_state(tmp_path):
     assert any(CASES_MIME in o.get("data", {}) for o in executed.cells[2].outputs)
 
 
+@pytest.mark.slow
 def test_a_dead_kernel_exits_5_keeping_partial_results_and_widget_state(tmp_path):
     nb = _notebook(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
     code, report, executed = _grade(tmp_path, nb, "--timeout", "30")

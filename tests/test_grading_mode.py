@@ -41,6 +41,7 @@ def test_run_part_a_records_mode_and_seed_in_json() -> None:
     assert isinstance(doc["isolation"], dict)
 
 
+@pytest.mark.slow
 def test_cli_grading_flag_writes_a_secret_seed(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     argv = ["milestone", "run", "07", "--impl", str(BASE), "--no-part-b", "--json", str(path)]
@@ -209,6 +210,7 @@ def _fixture(tmp_path: Path, params: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_tito_grade_injects_grading_unless_practice(tmp_path: Path) -> None:
     import nbformat
@@ -234,6 +236,7 @@ def test_tito_grade_injects_grading_unless_practice(tmp_path: Path) -> None:
     assert any("practice mode" in w for w in doc["warnings"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_tito_grade_gives_the_gate_the_clis_budget_unless_told(tmp_path: Path) -> None:
     import nbformat

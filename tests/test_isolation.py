@@ -298,6 +298,7 @@ def test_an_unprivileged_grader_still_contains_the_child(shared: Path, namespace
     assert _pgrep(mark) == []
 
 
+@pytest.mark.slow
 def test_the_torch_worker_speaks_the_sandbox_protocol() -> None:
     import importlib.util
 
@@ -812,6 +813,7 @@ def fused_gelu(x):
 """
 
 
+@pytest.mark.slow
 def test_a_call_after_a_restart_gets_its_whole_timeout(shared: Path) -> None:
     """The restart after a hang imports within the call's timeout, and the call then gets its own:
     when both shared one deadline, a 0.3-0.5 s restart left a 0.5 s case almost nothing (CI

@@ -121,6 +121,7 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert "07" in out and "kernels" in out and "metal" in out
 
 
+@pytest.mark.slow
 def test_json_matches_the_schema(tmp_path: Path) -> None:
     path = tmp_path / "result.json"
     code = _tito(

@@ -138,6 +138,7 @@ def test_a_student_file_whose_own_import_fails_is_an_import_error_not_missing(
 
 
 # ---- untrusted code ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_hang_times_out_with_a_named_result(tmp_path: Path) -> None:
     impl = _module(tmp_path, "hangs", "\ndef fused_gelu(x):\n    while True:\n        pass\n")
     result = run_part_a(impl, timeout=0.5)
@@ -148,6 +149,7 @@ def test_a_hang_times_out_with_a_named_result(tmp_path: Path) -> None:
     assert result.verdict == "NOT_PASSED" and result.blamed() == {"fused_gelu"}
 
 
+@pytest.mark.slow
 def test_part_b_does_not_time_a_function_that_hung_in_part_a(tmp_path: Path) -> None:
     """The notebook and the CLI hand Part A's result to Part B, which then skips the hung kernel."""
     impl = _module(tmp_path, "hangs_b", "\ndef fused_gelu(x):\n    while True:\n        pass\n")
@@ -160,6 +162,7 @@ def test_part_b_does_not_time_a_function_that_hung_in_part_a(tmp_path: Path) -> 
     assert student["gemm"].status == "ok"  # tiled_matmul still timed
 
 
+@pytest.mark.slow
 def test_a_shape_dependent_hang_still_runs_the_other_cases(tmp_path: Path) -> None:
     body = (
         "\n_ok = tiled_matmul\n"

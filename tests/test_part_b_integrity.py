@@ -152,6 +152,7 @@ def only_student_and_ceilings(monkeypatch):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("patch", [PATCH_TASKS, PATCH_INTERNALS], ids=["TASKS", "internals"])
 def test_a_submission_patching_the_timing_task_is_not_credited(
     tmp_path, patch, only_student_and_ceilings
@@ -180,6 +181,7 @@ def tiled_matmul(a, b, tile_size=64):
 """
 
 
+@pytest.mark.slow
 def test_a_kernel_that_failed_part_a_is_timed_but_not_credited(tmp_path, only_student_and_ceilings):
     from tinytorch.milestone07 import run_part_a
     from tinytorch.render.terminal import render_part_b

@@ -5,7 +5,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from tinytorch.cli.milestone import run_milestone
+
+pytestmark = pytest.mark.slow
 
 BASE = Path(__file__).parent / "mutants" / "student_base.py"
 

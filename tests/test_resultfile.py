@@ -80,6 +80,7 @@ def test_an_unwritable_json_folder_is_a_usage_error_before_anything_runs(tmp_pat
 
 
 # ---- the CLI: the file and the exit code agree ------------------------------------------------
+@pytest.mark.slow
 def test_a_stale_pass_is_replaced_by_the_runs_own_verdict(tmp_path: Path) -> None:
     bug = tmp_path / "bug.py"
     bug.write_text(BASE.read_text().replace("] += A[", "] = A[", 1))
@@ -142,6 +143,7 @@ def test_a_grader_bug_outside_part_a_still_writes_an_error_result(
     assert "renderer broke" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "forged",
     [{"garbage": 1}, {"status": []}, {"status": "ok"}, {"status": "timeout", "error": "x"}],
@@ -198,6 +200,7 @@ def _tito_subprocess(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(run, check=False, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not K1_SANDBOX, reason=NEEDS_K1)
 def test_a_leftover_process_cannot_rewrite_the_file_after_exit(tmp_path: Path) -> None:
     path, pidfile = tmp_path / "r.json", tmp_path / "orphan.pid"

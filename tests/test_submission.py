@@ -61,6 +61,7 @@ BUG = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ipynb", "percent"])
 def test_a_correct_notebook_passes_and_its_scratch_cells_never_run(kind, tmp_path) -> None:
     path = write(tmp_path, kind, COURSE.read_text())
@@ -74,6 +75,7 @@ def test_a_correct_notebook_passes_and_its_scratch_cells_never_run(kind, tmp_pat
     assert result.seconds < 120
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ipynb", "percent"])
 def test_a_buggy_notebook_fails_and_is_blamed(kind, tmp_path) -> None:
     source = COURSE.read_text()
@@ -110,6 +112,7 @@ def test_nbdev_directive_spellings(line, tmp_path) -> None:
     assert "X = 1" in source and "Y = 2" not in source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ipynb", "percent"])
 def test_a_notebook_without_exported_cells_gets_a_clear_message(kind, tmp_path) -> None:
     path = write(tmp_path, kind, COURSE.read_text(), export=False)
@@ -121,6 +124,7 @@ def test_a_notebook_without_exported_cells_gets_a_clear_message(kind, tmp_path) 
     assert "has no exported cell" in detail and "Traceback" not in detail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ipynb", "percent"])
 def test_the_cli_grades_a_notebook(kind, tmp_path, capsys) -> None:
     path = write(tmp_path, kind, COURSE.read_text())
@@ -148,6 +152,7 @@ def _where(path: Path, needle: str) -> str:
     raise AssertionError(f"{needle!r} is not in {path}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ipynb", "percent"])
 def test_error_locations_point_at_the_students_own_file(kind, tmp_path) -> None:
     source = COURSE.read_text()

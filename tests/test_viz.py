@@ -566,6 +566,7 @@ FIGURE_MAKERS = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(FIGURE_MAKERS))
 def test_every_figure_fits_the_notebook_unscaled_with_text_of_at_least_9_points(name):
     from tinytorch.viz import style
@@ -601,6 +602,7 @@ def _colours_by_backend(fig, kind):
     return found
 
 
+@pytest.mark.slow
 def test_each_backend_has_one_fixed_colour_in_every_chart_and_every_run():
     from matplotlib.colors import to_hex
 
@@ -638,6 +640,7 @@ def _overlapping(boxes):
     ]
 
 
+@pytest.mark.slow
 def test_roofline_numbers_and_key_never_overlap_and_legends_sit_outside_the_data():
     from matplotlib.text import Annotation
 
@@ -688,6 +691,7 @@ def test_the_tile_explorer_reads_at_the_extremes_and_its_sliders_can_be_hit():
     assert "ragged last K-block" not in legend and "1 K-block product:" in full._suptitle.get_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("c", "padding"), [(3, 0), (3, 2), (1, 0)])
 def test_im2col_channel_panels_stay_readable(c, padding):
     fig = draw_im2col(c, 9, 9, 3, 1, padding, (0, 0))
@@ -699,6 +703,7 @@ def test_im2col_channel_panels_stay_readable(c, padding):
         assert min(box.width, box.height) / fig.dpi >= 1.6
 
 
+@pytest.mark.slow
 def test_the_im2col_output_sliders_follow_the_output_on_every_geometry_change():
     view = Im2colExplorer(c=3, h=9, w=9, k=1, stride=1, padding=2)  # a 13x13 output
     assert (view.sliders["out_row"].max, view.sliders["out_col"].max) == (12, 12)
@@ -710,6 +715,7 @@ def test_the_im2col_output_sliders_follow_the_output_on_every_geometry_change():
     assert view.kwargs()["field"] == (0, 4) and view.error is None
 
 
+@pytest.mark.slow
 def test_explorers_keep_their_height_and_show_a_busy_state_while_drawing():
     from tinytorch.viz import im2col, style, tiles
 
