@@ -1,9 +1,9 @@
-"""Compile kernels.cpp on first use with the user's compiler, cache the shared library, load it.
+"""Compile kernels.cpp (and the parts in csrc/ it includes) on first use; cache the library, load it.
 
 Flags are probed one by one (a flag the compiler rejects is dropped, not fatal); ISA flags are only
 tried when the running CPU has the feature. $TINYTORCH_SIMD_ISA picks the path: native (default,
 -march=native), avx2 (x86-64-v3 without AVX-512, the path an AVX-2-only CPU runs), avx512 or scalar;
-asking for one the CPU lacks is a BuildError saying so. The cache key hashes source + flags +
+asking for one the CPU lacks is a BuildError saying so. The cache key hashes the sources + flags +
 compiler version + CPU features + that choice, so a different machine, compiler or ISA never loads a
 stale library. The cache lives in $TINYTORCH_CACHE_DIR, else ~/.cache/tinytorch (never
 site-packages, which may be read-only).
@@ -26,7 +26,8 @@ from pathlib import Path
 
 from tinytorch.machine import cpu_flags
 
-SOURCE = Path(__file__).with_name("kernels.cpp")
+SOURCE = Path(__file__).with_name("kernels.cpp")  # the one translation unit
+PARTS = "csrc"  # beside the source: the headers it includes (the micro-kernels, GELU, packing, ...)
 CACHE_ENV = "TINYTORCH_CACHE_DIR"
 ISA_ENV = "TINYTORCH_SIMD_ISA"
 ISAS = ("native", "avx2", "avx512", "scalar")
@@ -326,6 +327,12 @@ def _atomic_write(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
+def source_bytes(source: Path) -> bytes:
+    """The translation unit and every header of its parts folder, named, in a stable order."""
+    files = [source, *sorted((source.parent / PARTS).glob("*.h"))]
+    return b"".join(f.name.encode() + b"\0" + f.read_bytes() + b"\0" for f in files)
+
+
 def _cache_key(source: bytes, res: BuildResult) -> str:
     h = hashlib.sha256()
     for part in (
@@ -385,7 +392,7 @@ def _build(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BuildError(f"cannot create cache dir {directory}: {exc} (set {CACHE_ENV})") from exc
-    code = source.read_bytes()
+    code = source_bytes(source)
     with tempfile.TemporaryDirectory(prefix="tt-probe-", dir=directory) as tmp:
         res = configure(cxx, Path(tmp), directory, isa)
         suffix = ".dll" if sys.platform == "win32" else ".so"

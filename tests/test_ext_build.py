@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,23 @@ def test_build_caches_and_reuses(tmp_path) -> None:
     lib2, res2 = build.build(directory=tmp_path)
     assert res2.cached and res2.library == res.library
     assert lib2.tt_isa() in (b"avx512f", b"avx2+fma", b"neon", b"scalar")
+
+
+@pytest.mark.slow
+@needs_cxx
+def test_an_edit_to_a_part_in_csrc_is_compiled_not_served_stale(tmp_path) -> None:
+    """kernels.cpp includes its parts from csrc/: the cache key covers them, so editing one (here,
+    the GEMM driver) gives a new library with the edit in it, not the cached one."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(build.SOURCE, src / "kernels.cpp")
+    shutil.copytree(build.SOURCE.parent / build.PARTS, src / build.PARTS)
+    _, before = build.build(source=src / "kernels.cpp", directory=tmp_path / "cache")
+    with (src / build.PARTS / "gemm.h").open("a") as f:
+        f.write('\nextern "C" int tt_part_marker(void) { return 7; }\n')
+    lib, after = build.build(source=src / "kernels.cpp", directory=tmp_path / "cache")
+    assert not after.cached and after.library != before.library
+    assert lib.tt_part_marker() == 7
 
 
 @needs_cxx
