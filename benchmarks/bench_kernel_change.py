@@ -4,9 +4,9 @@
                                              [--gelu 4096x4096] [--threads 1,2] [--rounds 9]
 
 Builds the C++ kernels twice with this machine's flags (extensions/build.py, ISA from
-$TINYTORCH_SIMD_ISA): once from the working tree and once from `git show BASE:extensions/kernels.cpp`
-(default HEAD, so an uncommitted change is measured against the last commit; `--base HEAD~1`
-measures the last commit). Both libraries get the same cache blocks (simd.prepare). Then, in
+$TINYTORCH_SIMD_ISA): once from the working tree and once from extensions/kernels.cpp and csrc/ as
+they were at git revision BASE (default HEAD, so an uncommitted change is measured against the
+last commit; `--base HEAD~1` measures the last commit). Both libraries get the same cache blocks (simd.prepare). Then, in
 tinytorch.profiling's interleaved rounds:
 - GEMM n x n x n for each of --sizes: base, change and np.matmul (OpenBLAS) take turns;
 - bias+GELU on the --gelu shape ("none" skips it): base, change and the copy kernel on the same
@@ -54,19 +54,28 @@ class Case:
 
 
 def base_library(rev: str, workdir: Path) -> ctypes.CDLL:
-    """The kernels library built from kernels.cpp as it was at git revision `rev`."""
-    try:
-        src = subprocess.run(
-            ["git", "-C", str(REPO), "show", f"{rev}:extensions/kernels.cpp"],
-            capture_output=True, check=True,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.CalledProcessError) as exc:
-        err = getattr(exc, "stderr", b"") or b""
-        raise SystemExit(f"--base {rev!r}: git cannot show extensions/kernels.cpp there: "
-                         f"{err.decode(errors='replace').strip() or exc}") from None  # fmt: skip
-    path = workdir / "kernels.cpp"
-    path.write_bytes(src)
-    lib, _ = build.build(source=path)
+    """The kernels library built from kernels.cpp (and its csrc/ parts, where that revision has
+    them) as they were at git revision `rev`."""
+
+    def git(*args: str) -> bytes:
+        try:
+            return subprocess.run(
+                ["git", "-C", str(REPO), *args], capture_output=True, check=True
+            ).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            err = getattr(exc, "stderr", b"") or b""
+            raise SystemExit(f"--base {rev!r}: git cannot show extensions/kernels.cpp there: "
+                             f"{err.decode(errors='replace').strip() or exc}") from None  # fmt: skip
+
+    names = git("ls-tree", "-r", "--name-only", rev, "--", "extensions/kernels.cpp",
+                f"extensions/{build.PARTS}").decode().split()  # fmt: skip
+    if "extensions/kernels.cpp" not in names:
+        git("show", f"{rev}:extensions/kernels.cpp")  # raises SystemExit with git's own words
+    for name in names:
+        path = workdir / Path(name).relative_to("extensions")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(git("show", f"{rev}:{name}"))
+    lib, _ = build.build(source=workdir / "kernels.cpp")
     simd.prepare(lib)
     return lib
 

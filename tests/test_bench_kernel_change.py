@@ -46,6 +46,7 @@ def test_the_base_library_is_compiled_from_the_base_revision(
     assert '#define TT_UKERNEL_NAME "' in source
     marked = re.sub(r'(#define TT_UKERNEL_NAME ")', r"\1base-rev ", source)
     (repo / "extensions" / "kernels.cpp").write_text(marked)
+    shutil.copytree(ROOT / "extensions" / "csrc", repo / "extensions" / "csrc")  # its parts
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
