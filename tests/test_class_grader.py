@@ -519,6 +519,56 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_is_done(tmp_path: Path) -> None:
     assert left == []  # dave's milestone run was killed, not left behind
 
 
+def test_ctrl_c_sets_the_stop_event_and_a_second_ctrl_c_raises() -> None:
+    """A KeyboardInterrupt raised wherever the main thread is can land inside
+    concurrent.futures.wait while it holds a future's lock, and the pool's shutdown then waits
+    forever (a class run once hung on Ctrl-C under load): the first Ctrl-C only sets `stop`."""
+    import signal
+    import threading
+    import time
+
+    from tinytorch.classroom.classgrade import ctrl_c_sets
+
+    before = signal.getsignal(signal.SIGINT)
+    stop = threading.Event()
+    with ctrl_c_sets(stop):
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 5
+        while not stop.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)  # a KeyboardInterrupt here fails the test
+        assert stop.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_stopped_drain_cancels_what_has_not_started_and_raises_between_polls() -> None:
+    import threading
+
+    from tinytorch.classroom.classgrade import _drain
+    from tinytorch.classroom.runner import error_doc
+    from tinytorch.classroom.submissions import Submission
+
+    stop = threading.Event()
+    started: list[str] = []
+    done: list[str] = []
+
+    def one(sub, blob):
+        started.append(sub.student)
+        stop.set()  # as Ctrl-C does while this student is graded
+        return error_doc(str(sub.entry), "PASS", "")
+
+    subs = [Submission(s, Path(s), None) for s in ("ann", "ben", "cat")]
+    with pytest.raises(KeyboardInterrupt):
+        _drain(1, [(s, "blob") for s in subs], one, lambda sub, doc: done.append(sub.student), stop)
+    assert started == ["ann"]  # ben and cat were cancelled, never started
+    assert done == ["ann"]  # what finished is kept
+    with pytest.raises(KeyboardInterrupt):  # a stopped run starts nothing more
+        _drain(1, [(subs[1], "blob")], one, lambda sub, doc: done.append(sub.student), stop)
+    assert started == ["ann"]
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_side_by_side_gradings_get_one_blas_thread_each(tmp_path, monkeypatch, jobs) -> None:
     """With --jobs above 1 every grading runs with one BLAS/OpenMP thread (runner.ONE_THREAD):

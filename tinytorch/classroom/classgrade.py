@@ -25,15 +25,17 @@ and a verdict must not carry a neighbour's load.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import csv
 import hashlib
 import json
 import os
 import queue
 import shutil
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,35 +302,36 @@ def grade_class(
         else:
             record(sub, doc)
 
-    try:
-        _drain(jobs, todo, one, side_by_side, stop)
-        again = [(sub, blob) for sub, blob in todo if sub.student in first]
+    with ctrl_c_sets(stop):  # Ctrl-C stops the run at its next poll (ctrl_c_sets)
+        try:
+            _drain(jobs, todo, one, side_by_side, stop)
+            again = [(sub, blob) for sub, blob in todo if sub.student in first]
 
-        def alone(sub: Submission, doc: dict[str, Any]) -> None:
-            before, why = first[sub.student]
-            keep = ("verdict", "summary", "seed", "isolation", "grader")
-            doc.setdefault("grader", {})["regraded_alone"] = {
-                "why": f"{why} while {jobs} students were graded side by side",
-                "side_by_side": {k: before.get(k) for k in keep},
-                "side_by_side_log": f"logs/{sub.student}.side-by-side.log",
-            }
-            record(sub, doc)
+            def alone(sub: Submission, doc: dict[str, Any]) -> None:
+                before, why = first[sub.student]
+                keep = ("verdict", "summary", "seed", "isolation", "grader")
+                doc.setdefault("grader", {})["regraded_alone"] = {
+                    "why": f"{why} while {jobs} students were graded side by side",
+                    "side_by_side": {k: before.get(k) for k in keep},
+                    "side_by_side_log": f"logs/{sub.student}.side-by-side.log",
+                }
+                record(sub, doc)
 
-        for sub, _blob in again:  # the alone run writes the log again: keep the first
-            log = logs / f"{sub.student}.log"
-            if log.exists():
-                os.replace(log, logs / f"{sub.student}.side-by-side.log")
+            for sub, _blob in again:  # the alone run writes the log again: keep the first
+                log = logs / f"{sub.student}.log"
+                if log.exists():
+                    os.replace(log, logs / f"{sub.student}.side-by-side.log")
 
-        def same_cases(sub: Submission, blob: stage.Staged | str) -> dict[str, Any]:
-            # The regrade grades the same cases: with a fresh seed, a submission that hangs
-            # whenever it does not like its hidden cases would get a second draw.
-            return one(sub, blob, seed=_seed_of(first[sub.student][0]))
+            def same_cases(sub: Submission, blob: stage.Staged | str) -> dict[str, Any]:
+                # The regrade grades the same cases: with a fresh seed, a submission that hangs
+                # whenever it does not like its hidden cases would get a second draw.
+                return one(sub, blob, seed=_seed_of(first[sub.student][0]))
 
-        _drain(1, again, same_cases, alone, stop)
-    except KeyboardInterrupt:
-        run.interrupted = True
-    finally:
-        groups.close()
+            _drain(1, again, same_cases, alone, stop)
+        except KeyboardInterrupt:
+            run.interrupted = True
+        finally:
+            groups.close()
     for student, digest in digests.items():  # a result rewritten by a later submission
         path = results / f"{student}.json"
         if _digest(path) != digest:
@@ -336,6 +339,29 @@ def grade_class(
             run.warnings.append(f"results/{student}.json was changed during the run; restored")
     shutil.rmtree(work, ignore_errors=True)
     return run
+
+
+@contextlib.contextmanager
+def ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
+    """While open, Ctrl-C (SIGINT) sets `stop` instead of raising KeyboardInterrupt; a second
+    Ctrl-C raises as usual. A KeyboardInterrupt raised wherever the main thread happens to be can
+    land inside concurrent.futures.wait while it holds a future's lock: the worker finishing that
+    future then blocks on the lock and the pool's shutdown waits for it forever (a class run that
+    hung on Ctrl-C under load). Off the main thread, where Python allows no handler, nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _drain(
@@ -346,32 +372,43 @@ def _drain(
     stop: threading.Event,
 ) -> None:
     """Grade `items` on `workers` threads, handing each finished (submission, doc) to `done` in
-    this thread; an interrupted run's docs are dropped. Ctrl-C sets `stop` (the running gradings
-    kill their trees), cancels what has not started, waits for the rest and is raised again."""
-    if not items:
-        return
-    pool = cf.ThreadPoolExecutor(max_workers=workers)
-    futures = {pool.submit(one, sub, blob): sub for sub, blob in items}
+    this thread. Once `stop` is set (Ctrl-C, ctrl_c_sets) nothing more starts, the running
+    gradings kill their trees (their docs are dropped), what finished before is still handed on,
+    and KeyboardInterrupt is raised here, between polls."""
+    if stop.is_set():
+        raise KeyboardInterrupt
+
+    def guarded(sub: Submission, blob: stage.Staged | str) -> dict[str, Any] | None:
+        return None if stop.is_set() else one(sub, blob)  # None: stopped before it started
+
+    def hand(fut: cf.Future) -> None:
+        sub = futures[fut]
+        try:
+            doc = fut.result()
+        except Exception as exc:  # noqa: BLE001 (a bug of ours: one ERROR row, not a dead run)
+            doc = error_doc(str(sub.entry), "ERROR", f"internal grader error: {exc!r}")
+        if doc is not None and (doc.get("grader") or {}).get("killed") != "interrupted":
+            done(sub, doc)
+
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, workers))
+    futures = {pool.submit(guarded, sub, blob): sub for sub, blob in items}
     pending = set(futures)
     try:
-        while pending:
+        while pending and not stop.is_set():
             finished, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
             for fut in finished:
-                sub = futures[fut]
-                try:
-                    doc = fut.result()
-                except Exception as exc:  # noqa: BLE001 (a bug of ours: one ERROR row, not a dead run)
-                    doc = error_doc(str(sub.entry), "ERROR", f"internal grader error: {exc!r}")
-                if (doc.get("grader") or {}).get("killed") == "interrupted":
-                    continue
-                done(sub, doc)
-    except KeyboardInterrupt:
+                hand(fut)
+    except KeyboardInterrupt:  # a Ctrl-C outside ctrl_c_sets
         stop.set()
+    if stop.is_set():
         for fut in pending:
             fut.cancel()
-        raise
-    finally:
-        pool.shutdown(wait=True)
+    pool.shutdown(wait=True)
+    if stop.is_set():
+        for fut in pending:
+            if not fut.cancelled():
+                hand(fut)
+        raise KeyboardInterrupt
 
 
 @dataclass
