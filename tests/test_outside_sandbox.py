@@ -334,3 +334,47 @@ def test_gradebook_and_class_report_text_is_clean() -> None:
     row = gradebook_row("mallory", {"verdict": "ERROR", "error": NASTY, "cases": []}, Points())
     assert "\x1b" not in row["error"] and "\x07" not in row["error"]
     assert "\x1b" not in _esc(NASTY) and "&lt;" in _esc("<b>")
+
+
+# ---- the grader's own processes import nothing from the folder they start in ---------------------
+
+SHADOW_NUMPY = """
+import os, sys
+try:
+    with open({marker!r}, "a") as fh:
+        fh.write(" ".join(sys.argv) + "\\n")
+except OSError:
+    pass
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+del sys.modules["numpy"]
+import numpy
+sys.modules["numpy"] = numpy
+"""
+
+
+@pytest.mark.slow
+def test_a_class_run_started_inside_the_class_folder_imports_no_students_file(
+    tmp_path: Path,
+) -> None:
+    """Red-teaming: `tito grade-class .` from inside the class folder started each milestone run
+    with `python -m`, which puts the working folder first on sys.path: a student's numpy.py ran
+    as root in every student's grading, rewrote their results and forged its own PASS."""
+    import csv
+    import subprocess
+
+    subs, marker = tmp_path / "subs", tmp_path / "imported-by"
+    subs.mkdir()
+    (subs / "alice.py").write_text(BASE.read_text())
+    (subs / "numpy.py").write_text(SHADOW_NUMPY.format(marker=str(marker)))
+    tito = Path(sys.executable).parent / "tito"
+    proc = subprocess.run(
+        [str(tito), "grade-class", ".", "--out", str(tmp_path / "out"), "--jobs", "1"],
+        cwd=subs, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = marker.read_text() if marker.exists() else ""
+    assert "--impl" not in seen  # no milestone run (the grader's process) imported it
+    with open(tmp_path / "out" / "gradebook.csv", newline="") as fh:
+        rows = {r["student"]: r["verdict"] for r in csv.DictReader(fh)}
+    assert rows["alice"] == "PASS"

@@ -63,7 +63,8 @@ id -u {GRADER_USER} >/dev/null 2>&1 || useradd --system --no-create-home {GRADER
 
 RUN_AUTOGRADER = f"""#!/usr/bin/env bash
 # Gradescope runs this once per submission. TINYTORCH_PYTHON and AUTOGRADER_ROOT are for testing.
-exec "${{TINYTORCH_PYTHON:-{VENV}/bin/python}}" -m tinytorch.cli.main autograder run gradescope
+# From /: `-m` puts the working folder first on sys.path, and no student file may be imported.
+cd / && exec "${{TINYTORCH_PYTHON:-{VENV}/bin/python}}" -m tinytorch.cli.main autograder run gradescope
 """
 
 
@@ -115,7 +116,7 @@ def run_zip_locally(
     `[*prefix, bash, ROOT/source/run_autograder]` runs with AUTOGRADER_ROOT=ROOT and this
     interpreter (TINYTORCH_PYTHON). Its results are ROOT/results/results.json.
     """
-    root = Path(root)
+    root = Path(root).absolute()  # run_autograder starts from /
     (root / "source").mkdir(parents=True)
     with zipfile.ZipFile(zip_path) as zf:
         zf.extractall(root / "source")

@@ -51,6 +51,14 @@ class TreeRun:
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+# The milestone process is the grader's (root in a class run). With `-m`, Python puts the working
+# folder first on sys.path: started from inside a class folder, a student's numpy.py ran as root in
+# every student's grading (red-teaming). -P (Python 3.11+) puts nothing there, and the process
+# starts in NEUTRAL_CWD, where only root can write, for 3.10.
+SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
+NEUTRAL_CWD = "/"
+
+
 def milestone_command(
     impl: str | Path,
     json_path: str | Path,
@@ -67,8 +75,8 @@ def milestone_command(
 
     memory_limit_mb: the address-space limit of the student's process (`--memory-limit`).
     seed: the data seed (None: in grading mode the milestone draws a fresh secret one)."""
-    cmd = [sys.executable, "-m", "tinytorch.cli.main", "milestone", "run", "07"]
-    cmd += ["--impl", str(impl), "--json", str(json_path)]
+    cmd = [sys.executable, *SAFE_PATH, "-m", "tinytorch.cli.main", "milestone", "run", "07"]
+    cmd += ["--impl", os.path.abspath(impl), "--json", os.path.abspath(json_path)]
     if seed is not None:
         cmd += ["--seed", str(int(seed))]
     if not part_b:
@@ -136,7 +144,7 @@ def run_tree(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
-            **(popen_kwargs or {}),
+            **{"cwd": NEUTRAL_CWD, **(popen_kwargs or {})},
         )
         try:
             root = psutil.Process(proc.pid)
