@@ -378,3 +378,63 @@ def test_a_class_run_started_inside_the_class_folder_imports_no_students_file(
     with open(tmp_path / "out" / "gradebook.csv", newline="") as fh:
         rows = {r["student"]: r["verdict"] for r in csv.DictReader(fh)}
     assert rows["alice"] == "PASS"
+
+
+# ---- one odd file name or character never stops a class run or misleads a reader -----------------
+
+
+def test_a_file_name_too_long_for_a_result_file_is_named_not_graded(tmp_path: Path) -> None:
+    """Red-teaming: a 250-character `<id>.py` stopped the class run (its results/.<id>.json.tmp
+    went past the 255-byte file name limit) with a traceback and no gradebook."""
+    from tinytorch.classroom.submissions import MAX_ID, discover
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / ("a" * 250 + ".py")).write_text(ZERO)
+    (subs / ("b" * MAX_ID + ".py")).write_text(ZERO)
+    skipped: list[str] = []
+    got = discover(subs, skipped=skipped)
+    assert [s.student for s in got] == ["b" * MAX_ID]
+    assert len(skipped) == 1 and f"at most {MAX_ID}" in skipped[0]
+
+
+INVISIBLE = "\u2028\u2029\u061c\u200b\u200d\u2060\ufeff\u00ad\ud800\udfff"
+
+
+def test_invisible_characters_and_lone_surrogates_never_reach_a_person() -> None:
+    """Red-teaming: U+2028, U+061C, zero widths, BOM and soft hyphens passed the sanitiser; a lone
+    surrogate in a notebook's source made class_report.html unwritable (exit 2, report empty)."""
+    from tinytorch.render.class_html import _side
+    from tinytorch.render.safe_text import clean
+
+    assert clean(f"P{INVISIBLE}ASS é 中\t\n") == "PASS é 中\t\n"
+    page = _side(f"x = '{INVISIBLE}'\n", {1})
+    page.encode("utf-8")  # raises UnicodeEncodeError on a surrogate
+    assert "x = &#x27;&#x27;" in page
+
+
+def test_the_side_by_side_view_numbers_lines_as_similarity_does() -> None:
+    """Red-teaming: line separators that str.splitlines honours (form feed, U+2028, \\x1c) but
+    tokenize does not shifted every highlighted row of the class report."""
+    from tinytorch.render.class_html import _side
+
+    source = "a = 1  # notes" + "\u2028\x0c\x1c" * 10 + "\nb = 2\r\nc = 3\n"
+    rows = _side(source, {2}).removeprefix("<pre>").removesuffix("</pre>").split("\n")
+    assert len(rows) == 3
+    assert rows[1] == "<mark>   2  b = 2</mark>" and rows[2] == "   3  c = 3"
+
+
+def test_a_coding_line_does_not_hide_a_file_from_similarity() -> None:
+    """Red-teaming: with `# -*- coding: utf-7 -*-` a whole file read as one comment to similarity,
+    which decoded it as UTF-8, while Python ran it: a classmate's copy went unflagged."""
+    from tinytorch.classroom.classgrade import _source
+    from tinytorch.classroom.similarity import similarity_flags
+    from tinytorch.classroom.submissions import Submission
+
+    code = BASE.read_text()
+    hidden = code.encode("utf-7").replace(b"\n", b"+AAo-")  # newlines a UTF-8 reader never sees
+    blob = b"# -*- coding: utf-7 -*-\n#+AAo-" + hidden
+    assert blob.count(b"\n") == 1
+    text = _source(Submission("dave", Path("dave.py"), Path("dave.py")), blob)
+    flags = similarity_flags({"alice": code, "dave": text}, reference="", starter="")
+    assert [(f.a, f.b) for f in flags] == [("alice", "dave")]

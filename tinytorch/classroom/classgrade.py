@@ -28,6 +28,7 @@ import concurrent.futures as cf
 import contextlib
 import csv
 import hashlib
+import importlib.util
 import json
 import os
 import queue
@@ -460,4 +461,7 @@ def _source(sub: Submission, blob: bytes) -> str:
     """What similarity compares: the graded source (a notebook's exported cells)."""
     if sub.impl is not None and (sub.impl.suffix == ".ipynb" or b"#|" in blob or b"# |" in blob):
         return source_text(sub.impl)
-    return blob.decode("utf-8", errors="replace")
+    try:  # as Python reads it: a coding line (utf-7, say) must not hide the code from similarity
+        return importlib.util.decode_source(blob)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return blob.decode("utf-8", errors="replace")

@@ -15,7 +15,9 @@ from pathlib import Path
 from tinytorch.sandbox import stage
 from tinytorch.sandbox.child.load import MODULE_FILE
 
-_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
+MAX_ID = 128  # results/<id>.json, logs/<id>.side-by-side.log and their temporary names stay
+# well under a file name's 255 bytes (a 250-character name once stopped a class run)
+_SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.@+-]{{0,{MAX_ID - 1}}}")
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def discover(
             continue
         why = (
             f"SUBMISSIONS: {s.entry.name!r} is not a usable student id "
-            "(letters, digits and _ . @ + - only)"
+            f"(letters, digits and _ . @ + - only, at most {MAX_ID})"
         )
         if skipped is None:
             raise ValueError(why)

@@ -178,7 +178,10 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _side(source: str, marked: set[int]) -> str:
     lines = []
-    for i, line in enumerate(source.splitlines(), start=1):
+    # numbered as similarity counts lines (tokenize: LF, after CR and CRLF became LF), not as
+    # str.splitlines, which also breaks at form feeds, U+2028 and others: marks on the right rows
+    text = source.replace("\r\n", "\n").replace("\r", "\n")
+    for i, line in enumerate(text.removesuffix("\n").split("\n"), start=1):
         text = f"{i:4d}  {_esc(line)}"
         lines.append(f"<mark>{text}</mark>" if i in marked else text)
     return "<pre>" + "\n".join(lines) + "</pre>"

@@ -5,8 +5,9 @@ gradebook.csv, JSON `output` fields and the class report. Red-teaming put 330 ra
 bytes on `tito milestone run`'s stdout: they cleared the screen, drew a fake green "PASS 30/30",
 wrote the clipboard (OSC 52) and hid text, while the JSON said NOT_PASSED. `clean` removes every
 escape sequence (CSI, OSC, DCS/PM/APC/SOS, 7- and 8-bit) and then every other control character
-but tab and newline (so also CR, which overwrites a line, and BEL), and the Unicode bidirectional
-overrides that reorder what is shown. Every renderer in tinytorch/render/ and the class grader use
+but tab and newline (so also CR, which overwrites a line, and BEL), the Unicode bidirectional
+overrides and marks that reorder what is shown, the invisible characters (zero widths, soft
+hyphen, BOM, line and paragraph separators) and lone surrogates, which no UTF-8 file can hold. Every renderer in tinytorch/render/ and the class grader use
 it; none keeps its own.
 """
 
@@ -24,7 +25,11 @@ _SEQUENCES = re.compile(
     """,
     re.VERBOSE,
 )
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 and C1 controls but tab and newline
+    "\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff]"  # lone surrogates: they cannot be written as UTF-8 (a report once failed)
+)  # invisible and bidirectional marks, line/paragraph separators, zero widths, soft hyphen, BOM
 
 
 def clean(text: str) -> str:
