@@ -297,6 +297,34 @@ def test_cr_line_ends_do_not_hide_a_copy_of_the_reference() -> None:
     assert {f.a for f in flags if f.b == REFERENCE} == {"cr", "crlf", "lf"}
 
 
+def test_padding_around_a_copy_does_not_hide_it_from_similarity() -> None:
+    """Red-teaming: the reference graded PASS 60/60 with no flag when 25,000 zeros came before it
+    (the token cap was spent on them) or 30 unused helpers came after it (the shared share fell
+    below 0.90); so did a classmate's file with the helpers."""
+    from tinytorch.classroom.similarity import REFERENCE, similarity_flags
+    from tinytorch.release import make_student_source, reference_path
+
+    ref = reference_path(17).read_text(encoding="utf-8")
+    starter = make_student_source(ref)
+    head, tail = ref.split("from __future__ import annotations\n", 1)
+    helpers = "".join(
+        f"\n\ndef helper_{i}(x, y):\n    z = x * {i} + y\n    return [z, x - y, {i}]\n"
+        for i in range(30)
+    )
+    sources = {
+        "zeros": f"{head}from __future__ import annotations\n_PAD = [{'0, ' * 25_000}]\n{tail}",
+        "ones": f"{head}from __future__ import annotations\n" + "x = 1\n" * 25_000 + tail,
+        "helpers": ref + helpers,
+        "alice": BASE.read_text(),
+        "mallory": BASE.read_text() + helpers,
+    }
+    flags = similarity_flags(sources, ref, starter)
+    assert {f.a for f in flags if f.b == REFERENCE} == {"zeros", "ones", "helpers"}
+    (pair,) = [f for f in flags if f.b != REFERENCE and {f.a, f.b} == {"alice", "mallory"}]
+    assert pair.contained and pair.score >= 0.9
+    assert any(f.contained for f in flags if f.a == "helpers" and f.b == REFERENCE)
+
+
 # ---- everything printed is safe ------------------------------------------------------------------
 
 NASTY = "\x1b[2J\x1b[H\x1b[32mPASS 30/30\x1b[0m\x1b]52;c;ZXZpbA==\x07\x07\r\x9b31m\u202e"

@@ -3,7 +3,8 @@
 Normalisation: line ends (CR, CRLF) become LF first, so a file saved with CR line ends (one
 "line" to `tokenize`, all of it a comment) is compared as what Python runs. Then Python's
 `tokenize`: comments, blank lines and indentation are dropped, every identifier becomes ID and
-every string STR; keywords, operators and numbers stay; at most MAX_TOKENS tokens per file. The
+every string STR; keywords, operators and numbers stay; at most MAX_TOKENS tokens per file, which
+padding does not spend (normalise: LINE_MAX, FREE_TOKENS, SEEN_MAX). The
 code every student starts from (the student edition of Module 17, `tito release 17`) is removed
 first: every run of MIN_BLOCK tokens whose hashed shingle the starter also holds is not the
 student's work. What is left is compared as its multiset of overlapping GRAM-token shingles
@@ -11,7 +12,9 @@ student's work. What is left is compared as its multiset of overlapping GRAM-tok
 both streams are at most ALIGN_MAX shingles long, a pair above the threshold is scored by
 `difflib.SequenceMatcher(autojunk=False).ratio()` on the shingles (order counts), 0 (nothing
 shared) to 1 (the same). Larger files keep the multiset score, so two identical megabyte files
-cost milliseconds, not minutes.
+cost milliseconds, not minutes. Where the smaller side has CONTAINED_MIN shingles or more, the
+share of it inside the other, |A∩B| / min(|A|, |B|), counts too (Flag.contained): code added
+around a copy (30 unused helpers after the reference once) does not dilute it below the threshold.
 
 Documented thresholds: a pair is flagged at PAIR_THRESHOLD (0.90) or more, a submission against
 the reference solution's own (non-starter) code at REFERENCE_THRESHOLD (0.90) or more. A submission
@@ -36,6 +39,10 @@ MIN_TOKENS = 40
 MIN_BLOCK = 8
 GRAM = 4
 MAX_TOKENS = 50_000  # per file (Module 17 is ~5,000 tokens): the rest is not compared
+FREE_TOKENS = 20_000  # kept as they are; past them a line shaped like SEEN_MAX before is padding
+SEEN_MAX = 4
+LINE_MAX = 2_000  # tokens kept of one logical line (a 50,000-token literal is padding)
+CONTAINED_MIN = 200  # shingles: a smaller side at least this long is also scored by containment
 ALIGN_MAX = 3000  # shingles: longer streams are scored and marked from hashed shingles only
 MARKED_MAX = 20  # flags (best first) whose matching regions are computed for the side-by-side
 REFERENCE = "(reference solution)"
@@ -77,6 +84,7 @@ class Flag:
     a: str
     b: str
     score: float
+    contained: bool = False  # the score is the share of the smaller side inside the other
     a_lines: set[int] = field(default_factory=set)  # source lines in matching regions
     b_lines: set[int] = field(default_factory=set)
 
@@ -85,24 +93,43 @@ class Flag:
         return "reference" if self.b == REFERENCE else "pair"
 
 
+def _kept(line: list[tokenize.TokenInfo], seen: Counter[tuple[str, ...]], kept: int) -> bool:
+    """Whether a logical line's tokens join the stream: past FREE_TOKENS kept tokens, a line
+    whose shape (names ID, strings STR, numbers NUM) was kept SEEN_MAX times already is padding."""
+    shape = tuple("NUM" if t.type == tokenize.NUMBER else _norm(t) for t in line)
+    seen[shape] += 1
+    return kept < FREE_TOKENS or seen[shape] <= SEEN_MAX
+
+
+def _norm(tok: tokenize.TokenInfo) -> str:
+    if tok.type == tokenize.NAME:
+        return tok.string if keyword.iskeyword(tok.string) else "ID"
+    return "STR" if tok.type == tokenize.STRING else tok.string
+
+
 def normalise(source: str) -> Tokens:
-    """The normalised token stream of `source` (empty, with `error`, if it does not tokenize)."""
+    """The normalised token stream of `source` (empty, with `error`, if it does not tokenize).
+
+    Padding cannot push code out of sight: a logical line keeps at most LINE_MAX tokens, and past
+    FREE_TOKENS a line shaped like SEEN_MAX lines before it is skipped (a 50,000-token list of
+    zeros or 25,000 copies of `x = 1` before a copy of the reference once hid it)."""
     out = Tokens()
     source = source.replace("\r\n", "\n").replace("\r", "\n")
+    seen: Counter[tuple[str, ...]] = Counter()
+    line: list[tokenize.TokenInfo] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type in _DROP:
+            if tok.type not in _DROP and len(line) < LINE_MAX:
+                line.append(tok)
+            if tok.type not in (tokenize.NEWLINE, tokenize.ENDMARKER) or not line:
                 continue
+            if _kept(line, seen, len(out.norm)):
+                out.norm += [_norm(t) for t in line]
+                out.lines += [t.start[0] for t in line]
+            line = []
             if len(out.norm) >= MAX_TOKENS:
+                del out.norm[MAX_TOKENS:], out.lines[MAX_TOKENS:]
                 break
-            if tok.type == tokenize.NAME:
-                text = tok.string if keyword.iskeyword(tok.string) else "ID"
-            elif tok.type == tokenize.STRING:
-                text = "STR"
-            else:
-                text = tok.string
-            out.norm.append(text)
-            out.lines.append(tok.start[0])
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
         return Tokens(error=f"cannot tokenize: {exc}")
     return out
@@ -153,18 +180,29 @@ def _regions(a: Tokens, b: Tokens) -> tuple[set[int], set[int]]:
     )
 
 
-def _ratio(a: Tokens, b: Tokens, threshold: float, bags: dict[int, Counter[int]]) -> float | None:
-    """The pair's score if it reaches `threshold`, else None (linear unless both are small)."""
+def _ratio(
+    a: Tokens, b: Tokens, threshold: float, bags: dict[int, Counter[int]]
+) -> tuple[float, bool] | None:
+    """The pair's (score, contained) if it reaches `threshold`, else None (linear unless both are
+    small). The score is the share of shingles in common; where the smaller side has at least
+    CONTAINED_MIN shingles, the share of the smaller inside the larger counts too (contained),
+    so junk added around a copy does not dilute it below the threshold."""
     ga, gb = bags.setdefault(id(a), Counter(a.grams())), bags.setdefault(id(b), Counter(b.grams()))
     na, nb = a.norm and sum(ga.values()), b.norm and sum(gb.values())
-    if not na or not nb or 2 * min(na, nb) / (na + nb) < threshold:
-        return None  # real_quick_ratio: the lengths alone
-    score = 2 * sum((ga & gb).values()) / (na + nb)  # quick_ratio: the shared multiset
-    if score < threshold:
+    if not na or not nb:
         return None
-    if _aligned(a, b):
+    small, large = (ga, gb) if len(ga) <= len(gb) else (gb, ga)
+    contains = min(na, nb) >= CONTAINED_MIN
+    if not contains and 2 * min(na, nb) / (na + nb) < threshold:
+        return None  # real_quick_ratio: the lengths alone
+    common = sum(min(n, large[g]) for g, n in small.items() if g in large)
+    score = 2 * common / (na + nb)  # quick_ratio: the shared multiset
+    if score >= threshold and _aligned(a, b):
         score = difflib.SequenceMatcher(None, a.grams(), b.grams(), autojunk=False).ratio()
-    return score if score >= threshold else None
+    if score >= threshold:
+        return score, False
+    inside = common / min(na, nb)
+    return (inside, True) if contains and inside >= threshold else None
 
 
 def similarity_flags(
@@ -192,13 +230,13 @@ def similarity_flags(
     bags: dict[int, Counter[int]] = {}  # shingle multisets, by id of the token stream
     for key, members in groups.items():
         flags += [Flag(a, b, 1.0) for a, b in combinations(members, 2)]
-        score = _ratio(own[reps[key]], ref, reference_threshold, bags)
-        if score is not None:
-            flags += [Flag(m, REFERENCE, score) for m in members]
+        got = _ratio(own[reps[key]], ref, reference_threshold, bags)
+        if got is not None:
+            flags += [Flag(m, REFERENCE, *got) for m in members]
     for ka, kb in combinations(groups, 2):
-        score = _ratio(own[reps[ka]], own[reps[kb]], pair_threshold, bags)
-        if score is not None:
-            flags += [Flag(*sorted((a, b)), score) for a in groups[ka] for b in groups[kb]]
+        got = _ratio(own[reps[ka]], own[reps[kb]], pair_threshold, bags)
+        if got is not None:
+            flags += [Flag(*sorted((a, b)), *got) for a in groups[ka] for b in groups[kb]]
     flags.sort(key=lambda f: (-f.score, f.a, f.b))
     for f in flags[:MARKED_MAX]:
         f.a_lines, f.b_lines = _regions(own[f.a], ref if f.b == REFERENCE else own[f.b])

@@ -191,7 +191,9 @@ def similarity_html(flags: list[Flag], sources: dict[str, str], reference: str) 
     intro = (
         f"<p>Normalised token streams (comments, whitespace and names stripped; the starter code "
         f"removed) compared with difflib. Flagged: pairs at {PAIR_THRESHOLD:.2f} or more, and "
-        f"submissions at {REFERENCE_THRESHOLD:.2f} or more against the reference solution. "
+        f"submissions at {REFERENCE_THRESHOLD:.2f} or more against the reference solution "
+        "('contained': that share of the smaller file's code is inside the other, a copy with "
+        "code added around it). "
         f"Submissions with fewer than {MIN_TOKENS} tokens of their own are not compared. "
         "Flags inform; they never change a verdict. The table lists every flag; the "
         f"{SIDE_BY_SIDE_MAX} best-scoring are shown side by side below it, matching regions "
@@ -199,7 +201,7 @@ def similarity_html(flags: list[Flag], sources: dict[str, str], reference: str) 
     )
     if not flags:
         return intro + "<p>No flags.</p>"
-    rows = [[f.a, f.b, f"{f.score:.3f}"] for f in flags]
+    rows = [[f.a, f.b, f"{f.score:.3f}" + (" contained" if f.contained else "")] for f in flags]
     parts = [intro, _table(["submission", "near-identical to", "score"], rows)]
     for f in flags[:SIDE_BY_SIDE_MAX]:
         right = reference if f.b == REFERENCE else sources.get(f.b, "")
