@@ -206,7 +206,8 @@ def similarity_html(flags: list[Flag], sources: dict[str, str], reference: str) 
     for f in flags[:SIDE_BY_SIDE_MAX]:
         right = reference if f.b == REFERENCE else sources.get(f.b, "")
         parts.append(
-            f"<h3>{_esc(f.a)} ~ {_esc(f.b)} (score {f.score:.3f})</h3>"
+            f"<h3>{_esc(f.a)} ~ {_esc(f.b)} (score {f.score:.3f}"
+            f"{', contained' if f.contained else ''})</h3>"
             f'<div class="sbs"><div>{_side(sources.get(f.a, ""), f.a_lines)}</div>'
             f"<div>{_side(right, f.b_lines)}</div></div>"
         )
