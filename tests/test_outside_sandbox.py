@@ -227,6 +227,30 @@ def test_a_fifo_in_a_class_is_refused_without_opening_it(tmp_path: Path) -> None
     assert got.impl is None and "a FIFO" in got.problem
 
 
+@pytest.mark.slow
+def test_a_hard_link_to_a_classmates_file_does_not_zero_the_classmate(tmp_path: Path) -> None:
+    """Red-teaming: mallory's archive, extracted into the class folder, hard-linked her
+    acceleration.py to alice.py; every file with two links was refused, so alice was NOT PASSED,
+    "not graded: a hard link". A link whose every name is in the class folder is graded now, and
+    named; one to a file outside the folder is still refused."""
+    from tinytorch.classroom.classgrade import grade_class
+
+    subs, outside = tmp_path / "subs", tmp_path / "outside.py"
+    (subs / "mallory").mkdir(parents=True)
+    (subs / "alice.py").write_text(BASE.read_text())
+    os.link(subs / "alice.py", subs / "mallory" / "acceleration.py")
+    outside.write_text(BASE.read_text())
+    os.link(outside, subs / "carol.py")
+    run = grade_class(subs, tmp_path / "out", jobs=1)
+    verdicts = {s: d["verdict"] for s, d in run.docs.items()}
+    assert verdicts == {"alice": "PASS", "mallory": "PASS", "carol": "NOT_PASSED"}
+    assert "hard link" in run.docs["carol"]["error"] or "hard link" in str(run.docs["carol"])
+    said = "alice.py, mallory/acceleration.py are one file"
+    assert any(said in w for w in run.warnings)
+    assert any(said in w for w in run.docs["alice"]["warnings"])
+    assert any(said in w for w in run.docs["mallory"]["warnings"])
+
+
 # ---- the grader's own parsing and comparing stay bounded -----------------------------------------
 
 

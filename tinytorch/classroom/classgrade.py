@@ -160,10 +160,11 @@ def _seed_of(doc: dict[str, Any]) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) and seed > 0 else None
 
 
-def _snapshot(sub: Submission) -> stage.Staged | str:
+def _snapshot(sub: Submission, inside: stage.Links = False) -> stage.Staged | str:
     """What this student is graded on, read once (tinytorch.sandbox.stage: regular files only,
     no link followed, within the caps): the file, and for a folder submission the `.py` helpers
-    beside it. A str says why the file itself is not graded (e.g. "file too large")."""
+    beside it. A str says why the file itself is not graded (e.g. "file too large").
+    inside: the hard links whose every name is in the class folder (stage.internal_links)."""
     if sub.impl is None:
         return sub.problem or "nothing to grade"
     try:
@@ -173,10 +174,25 @@ def _snapshot(sub: Submission) -> stage.Staged | str:
                 main=sub.impl.name,
                 keep=lambda e: "/" not in e.rel and e.name.endswith(".py"),
                 max_depth=0,
+                hard_links=inside,
             )
-        return stage.Staged(files=[sub.impl.name], blobs={sub.impl.name: stage.read_file(sub.impl)})
+        blob = stage.read_file(sub.impl, hard_links=inside)
+        return stage.Staged(files=[sub.impl.name], blobs={sub.impl.name: blob})
     except OSError as exc:
         return str(exc)
+
+
+def _shared_files(inside: dict[tuple[int, int, int], list[str]]) -> dict[str, str]:
+    """student -> a note for each hard-linked file that more than one student's entry names."""
+    notes: dict[str, str] = {}
+    for rels in inside.values():
+        students = {rel.split("/", 1)[0] if "/" in rel else Path(rel).stem for rel in rels}
+        if len(students) > 1:
+            note = (f"{', '.join(sorted(rels))} are one file (hard links in the class folder): "
+                    "each is graded on it; look at who wrote it")  # fmt: skip
+            for student in students:
+                notes[student] = note
+    return notes
 
 
 def grade_class(
@@ -211,8 +227,12 @@ def grade_class(
         notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
     )
     todo: list[tuple[Submission, stage.Staged | str]] = []
+    inside = stage.internal_links(submissions)  # hard links whose every name is in the class
+    shared = _shared_files(inside)
+    run.warnings += sorted(set(shared.values()))
+    allowed = set(inside)
     for sub in subs:
-        blob = _snapshot(sub)  # what this student is graded on and compared by, read once
+        blob = _snapshot(sub, allowed)  # what this student is graded on and compared by, read once
         if isinstance(blob, stage.Staged) and sub.impl is not None:
             run.sources[sub.student] = _source(sub, blob.blobs[sub.impl.name])
         done = None if force else _load_done(results / f"{sub.student}.json", sub, options)
@@ -276,8 +296,9 @@ def grade_class(
             groups.clear(slot)  # whatever the student left running, before the next one
             slots.put(slot)
         doc["impl"] = str(sub.impl)
-        if blob.note():
-            doc.setdefault("warnings", []).append(blob.note())
+        for note in (blob.note(), shared.get(sub.student, "")):
+            if note:
+                doc.setdefault("warnings", []).append(note)
         doc.setdefault("grader", {})["cpu_group"] = {"active": groups.active, "why": groups.why}
         shutil.rmtree(private, ignore_errors=True)
         return doc

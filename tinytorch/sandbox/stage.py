@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,14 +53,22 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+# Which files with more than one link may be read: True (a practice run, as the student), or
+# the (st_dev, st_ino, st_nlink) of files whose every name lies inside the class folder
+# (internal_links: a link made since is a new st_nlink, refused).
+Links = bool | Collection[tuple[int, int, int]]
+
+
 def refusal(
-    st: os.stat_result, name: str, *, max_bytes: int = MAX_FILE_BYTES, hard_links: bool = False
+    st: os.stat_result, name: str, *, max_bytes: int = MAX_FILE_BYTES, hard_links: Links = False
 ) -> str:
-    """Why a file with this (l)stat is not staged, or "" when it may be read. hard_links=True
-    (a practice run, as the student) lets a file with more than one link through."""
+    """Why a file with this (l)stat is not staged, or "" when it may be read (see Links)."""
     if not stat.S_ISREG(st.st_mode):
         return f"{name}: {_kind(st.st_mode)}, not a regular file"
-    if st.st_nlink > 1 and not hard_links:
+    allowed = hard_links is True or (
+        not isinstance(hard_links, bool) and (st.st_dev, st.st_ino, st.st_nlink) in hard_links
+    )
+    if st.st_nlink > 1 and not allowed:
         return f"{name}: a hard link (shares its data with another file)"
     if st.st_size > max_bytes:
         return (
@@ -70,7 +78,7 @@ def refusal(
     return ""
 
 
-def _read_fd(fd: int, name: str, max_bytes: int, hard_links: bool = False) -> bytes:
+def _read_fd(fd: int, name: str, max_bytes: int, hard_links: Links = False) -> bytes:
     why = refusal(os.fstat(fd), name, max_bytes=max_bytes, hard_links=hard_links)
     if why:
         raise StageError(why)
@@ -88,7 +96,7 @@ def _open_at(dir_fd: int | None, name: str, flags: int) -> int:
 
 
 def read_file(
-    path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES, hard_links: bool = False
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES, hard_links: Links = False
 ) -> bytes:
     """The bytes of one regular file, never through a link (the last component; a folder above it
     may be one: the caller named it). Raises StageError naming the file and why."""
@@ -204,8 +212,26 @@ def _one(
     return None
 
 
+def internal_links(folder: str | os.PathLike[str]) -> dict[tuple[int, int, int], list[str]]:
+    """The files under `folder` with more than one link whose every name the bounded scan found
+    inside it: (st_dev, st_ino, st_nlink) -> their paths relative to `folder`. Reading one reads
+    nothing from outside the folder, so a class folder where a student's archive hard-linked a
+    classmate's file (tar does so without a word) stages both, rather than refusing the
+    classmate's own file."""
+    names: dict[tuple[int, int, int], list[str]] = {}
+    for entry in scan(folder).files:
+        if entry.st.st_nlink > 1:
+            key = (entry.st.st_dev, entry.st.st_ino, entry.st.st_nlink)
+            names.setdefault(key, []).append(entry.rel)
+    return {key: rels for key, rels in names.items() if len(rels) == key[2]}
+
+
 def read_under(
-    folder: str | os.PathLike[str], rel: str, *, max_bytes: int = MAX_FILE_BYTES
+    folder: str | os.PathLike[str],
+    rel: str,
+    *,
+    max_bytes: int = MAX_FILE_BYTES,
+    hard_links: Links = False,
 ) -> bytes:
     """The bytes of `folder/rel`, every component below `folder` opened with O_NOFOLLOW (a link
     swapped in after a scan is refused too). Raises StageError."""
@@ -218,12 +244,12 @@ def read_under(
             fd = os.open(part, _DIR, dir_fd=fd)
             fds.append(fd)
         st = os.lstat(parts[-1], dir_fd=fd)
-        why = refusal(st, rel, max_bytes=max_bytes)
+        why = refusal(st, rel, max_bytes=max_bytes, hard_links=hard_links)
         if why:
             raise StageError(why)
         fd = os.open(parts[-1], _READ, dir_fd=fd)
         fds.append(fd)
-        return _read_fd(fd, rel, max_bytes)
+        return _read_fd(fd, rel, max_bytes, hard_links)
     except StageError:
         raise
     except OSError as exc:
@@ -259,6 +285,7 @@ def collect(
     max_files: int = MAX_FILES,
     max_total: int = MAX_TOTAL_BYTES,
     max_file: int = MAX_FILE_BYTES,
+    hard_links: Links = False,
 ) -> Staged:
     """Read a submission folder's files into memory within the caps: `main` (relative path: the
     graded file; read first, its refusal raises StageError) then every file `keep` accepts.
@@ -267,7 +294,7 @@ def collect(
     staged = Staged(skipped=list(found.skipped))
     total = 0
     if main is not None:
-        blob = read_under(folder, main, max_bytes=max_file)
+        blob = read_under(folder, main, max_bytes=max_file, hard_links=hard_links)
         staged.blobs[main] = blob
         total = len(blob)
     for entry in found.files:
@@ -276,14 +303,14 @@ def collect(
         if len(staged.blobs) >= max_files:
             staged.skipped.append(f"{entry.rel}: past the {max_files}-file cap")
             continue
-        why = refusal(entry.st, entry.rel, max_bytes=max_file)
+        why = refusal(entry.st, entry.rel, max_bytes=max_file, hard_links=hard_links)
         if not why and total + entry.st.st_size > max_total:
             why = f"{entry.rel}: past the {max_total / 2**20:g} MB cap on a submission"
         if why:
             staged.skipped.append(why)
             continue
         try:
-            blob = read_under(folder, entry.rel, max_bytes=max_file)
+            blob = read_under(folder, entry.rel, max_bytes=max_file, hard_links=hard_links)
         except StageError as exc:
             staged.skipped.append(str(exc))
             continue
