@@ -444,10 +444,12 @@ def test_a_file_name_too_long_for_a_result_file_is_named_not_graded(tmp_path: Pa
     subs.mkdir()
     (subs / ("a" * 250 + ".py")).write_text(ZERO)
     (subs / ("b" * MAX_ID + ".py")).write_text(ZERO)
+    (subs / "alice.side-by-side.py").write_text(ZERO)  # would overwrite alice's side-by-side log
     skipped: list[str] = []
     got = discover(subs, skipped=skipped)
     assert [s.student for s in got] == ["b" * MAX_ID]
-    assert len(skipped) == 1 and f"at most {MAX_ID}" in skipped[0]
+    assert len(skipped) == 2 and all(f"at most {MAX_ID}" in why for why in skipped)
+    assert any("alice.side-by-side.py" in why for why in skipped)
 
 
 INVISIBLE = "\u2028\u2029\u061c\u200b\u200d\u2060\ufeff\u00ad\ud800\udfff"

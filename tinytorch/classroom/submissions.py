@@ -110,12 +110,13 @@ def discover(
     found = [s for e in sorted(folder.iterdir()) if (s := resolve_entry(e, notebook=notebook))]
     subs: list[Submission] = []
     for s in found:
-        if _SAFE_ID.fullmatch(s.student):
+        # logs/<id>.side-by-side.log is another student's log when regraded alone
+        if _SAFE_ID.fullmatch(s.student) and not s.student.endswith(".side-by-side"):
             subs.append(s)
             continue
         why = (
             f"SUBMISSIONS: {s.entry.name!r} is not a usable student id "
-            f"(letters, digits and _ . @ + - only, at most {MAX_ID})"
+            f"(letters, digits and _ . @ + - only, at most {MAX_ID}, not ending .side-by-side)"
         )
         if skipped is None:
             raise ValueError(why)
