@@ -251,6 +251,25 @@ def test_a_hard_link_to_a_classmates_file_does_not_zero_the_classmate(tmp_path: 
     assert any(said in w for w in run.docs["mallory"]["warnings"])
 
 
+@pytest.mark.slow
+def test_a_resubmission_with_old_file_times_is_regraded(tmp_path: Path) -> None:
+    """Red-teaming: resuming trusted file times, which an archive sets: a resubmission dated
+    before its first result kept that result. What is graded is now compared by its digest."""
+    from tinytorch.classroom.classgrade import grade_class
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(BASE.read_text())
+    (subs / "bob.py").write_text(BASE.read_text())
+    first = grade_class(subs, out, jobs=1)
+    assert {s: d["verdict"] for s, d in first.docs.items()} == {"alice": "PASS", "bob": "PASS"}
+    (subs / "alice.py").write_text(ZERO)
+    os.utime(subs / "alice.py", (1_000_000_000, 1_000_000_000))  # 2001, as an archive may say
+    again = grade_class(subs, out, jobs=1)
+    assert again.resumed == ["bob"]
+    assert again.docs["alice"]["verdict"] == "INCOMPLETE"  # ZERO: regraded, not the old PASS
+
+
 # ---- the grader's own parsing and comparing stay bounded -----------------------------------------
 
 

@@ -125,9 +125,25 @@ def run_options(
     }
 
 
-def _load_done(path: Path, sub: Submission, options: dict[str, Any]) -> dict[str, Any] | None:
+def staged_sha256(blob: stage.Staged | str) -> str:
+    """The digest of what a student is graded on (every staged file, by name), or of why not."""
+    h = hashlib.sha256()
+    if isinstance(blob, str):
+        h.update(b"refused\0" + blob.encode("utf-8", "replace"))
+    else:
+        for name in sorted(blob.blobs):
+            h.update(
+                name.encode("utf-8", "replace") + b"\0" + hashlib.sha256(blob.blobs[name]).digest()
+            )
+    return h.hexdigest()
+
+
+def _load_done(
+    path: Path, sub: Submission, options: dict[str, Any], staged: str | None = None
+) -> dict[str, Any] | None:
     """A previous result that is newer than the submission and was graded with the same
-    options, if it reads back."""
+    options, if it reads back; given `staged` (staged_sha256), of the same files too: a
+    resubmission whose files carry old times (an archive can) is regraded."""
     try:
         if path.stat().st_mtime <= sub.mtime():
             return None
@@ -138,7 +154,9 @@ def _load_done(path: Path, sub: Submission, options: dict[str, Any]) -> dict[str
     if not (isinstance(doc, dict) and "verdict" in doc):
         return None
     grader = doc.get("grader")
-    return doc if isinstance(grader, dict) and grader.get("options") == options else None
+    if not (isinstance(grader, dict) and grader.get("options") == options):
+        return None
+    return doc if staged is None or grader.get("staged_sha256") == staged else None
 
 
 def hit_wall_clock(doc: dict[str, Any]) -> str:
@@ -231,11 +249,14 @@ def grade_class(
     shared = _shared_files(inside)
     run.warnings += sorted(set(shared.values()))
     allowed = set(inside)
+    digests_in: dict[str, str] = {}  # student -> staged_sha256 of what they are graded on
     for sub in subs:
         blob = _snapshot(sub, allowed)  # what this student is graded on and compared by, read once
         if isinstance(blob, stage.Staged) and sub.impl is not None:
             run.sources[sub.student] = _source(sub, blob.blobs[sub.impl.name])
-        done = None if force else _load_done(results / f"{sub.student}.json", sub, options)
+        digests_in[sub.student] = staged_sha256(blob)
+        path = results / f"{sub.student}.json"
+        done = None if force else _load_done(path, sub, options, digests_in[sub.student])
         if done is not None:
             run.docs[sub.student] = done
             run.resumed.append(sub.student)
@@ -306,6 +327,7 @@ def grade_class(
     def record(sub: Submission, doc: dict[str, Any]) -> None:
         doc = clean_tree(doc)  # a log tail or an error may hold the student's escape sequences
         doc.setdefault("grader", {})["options"] = options
+        doc["grader"]["staged_sha256"] = digests_in[sub.student]
         run.docs[sub.student] = doc
         path = results / f"{sub.student}.json"
         _write_json(path, doc)
