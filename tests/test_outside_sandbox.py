@@ -361,11 +361,30 @@ def test_padding_around_a_copy_does_not_hide_it_from_similarity() -> None:
         "alice": BASE.read_text(),
         "mallory": BASE.read_text() + helpers,
     }
+    # 239 statements of different shapes, 50,000 tokens in all, spent the cap the same way
+    varied = "".join("_p = " + " + ".join(["0"] * k) + "\n" for k in range(1, 240))
+    sources["varied"] = f"{head}from __future__ import annotations\n{varied}{tail}"
     flags = similarity_flags(sources, ref, starter)
-    assert {f.a for f in flags if f.b == REFERENCE} == {"zeros", "ones", "helpers"}
+    assert {f.a for f in flags if f.b == REFERENCE} == {"zeros", "ones", "helpers", "varied"}
     (pair,) = [f for f in flags if f.b != REFERENCE and {f.a, f.b} == {"alice", "mallory"}]
     assert pair.contained and pair.score >= 0.9
     assert any(f.contained for f in flags if f.a == "helpers" and f.b == REFERENCE)
+
+
+def test_a_large_file_of_other_code_does_not_get_an_honest_classmate_flagged() -> None:
+    """Red-teaming: containment over 4-token shingles flagged honest bob (0.904) against a file of
+    the reference, the base solution and 50,000 tokens of public code picked to hold bob's
+    shingles. Containment counts runs of 8 tokens now: here every 4-token shingle of an honest
+    stream is in the other file, and no 8-token run is."""
+    from tinytorch.classroom.similarity import PAIR_THRESHOLD, Tokens, _ratio
+
+    honest = [f"t{i}" for i in range(300)]
+    covering = [t for i in range(len(honest) - 3) for t in (*honest[i : i + 4], "SEP")]
+    bob, mallory = Tokens(honest, [1] * len(honest)), Tokens(covering, [1] * len(covering))
+    assert set(bob.grams()) <= set(mallory.grams())
+    assert _ratio(bob, mallory, PAIR_THRESHOLD, {}) is None
+    copy = Tokens(covering + honest, [1] * (len(covering) + len(honest)))  # a real copy inside
+    assert _ratio(bob, copy, PAIR_THRESHOLD, {}) == (1.0, True)
 
 
 # ---- everything printed is safe ------------------------------------------------------------------
@@ -511,3 +530,7 @@ def test_a_coding_line_does_not_hide_a_file_from_similarity() -> None:
     text = _source(Submission("dave", Path("dave.py"), Path("dave.py")), blob)
     flags = similarity_flags({"alice": code, "dave": text}, reference="", starter="")
     assert [(f.a, f.b) for f in flags] == [("alice", "dave")]
+    eve = Submission("eve", Path("eve.py"), Path("eve.py"))
+    for coding in (b"punycode", b"rot13", b"no-such-codec"):  # punycode stopped a class run
+        assert "x=1" in _source(eve, b"# coding: " + coding + b"\nx=1-zzzz\n")  # read as UTF-8
+    assert isinstance(_source(eve, b"# coding: utf-16\nx=1\n"), str)  # decodes, to junk

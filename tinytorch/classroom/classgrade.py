@@ -506,5 +506,5 @@ def _source(sub: Submission, blob: bytes) -> str:
         return source_text(sub.impl)
     try:  # as Python reads it: a coding line (utf-7, say) must not hide the code from similarity
         return importlib.util.decode_source(blob)
-    except (SyntaxError, LookupError, UnicodeDecodeError):
+    except (SyntaxError, LookupError, ValueError):  # ValueError: any UnicodeError (punycode)
         return blob.decode("utf-8", errors="replace")

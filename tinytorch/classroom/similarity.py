@@ -12,9 +12,12 @@ student's work. What is left is compared as its multiset of overlapping GRAM-tok
 both streams are at most ALIGN_MAX shingles long, a pair above the threshold is scored by
 `difflib.SequenceMatcher(autojunk=False).ratio()` on the shingles (order counts), 0 (nothing
 shared) to 1 (the same). Larger files keep the multiset score, so two identical megabyte files
-cost milliseconds, not minutes. Where the smaller side has CONTAINED_MIN shingles or more, the
-share of it inside the other, |A∩B| / min(|A|, |B|), counts too (Flag.contained): code added
-around a copy (30 unused helpers after the reference once) does not dilute it below the threshold.
+cost milliseconds, not minutes. Where the smaller side has CONTAINED_MIN tokens or more, the
+share of its tokens inside runs of MIN_BLOCK tokens the other also holds counts too
+(Flag.contained): code added around a copy (30 unused helpers after the reference once) does not
+dilute it below the threshold. A file whose stream was cut at MAX_TOKENS is also read whole
+(_streamed_hits, nothing stored but the reference's runs it holds) against the reference's own
+code: statements of ever new shapes can spend the cap, and then hid a copy placed after them.
 
 Documented thresholds: a pair is flagged at PAIR_THRESHOLD (0.90) or more, a submission against
 the reference solution's own (non-starter) code at REFERENCE_THRESHOLD (0.90) or more. A submission
@@ -24,12 +27,13 @@ the instructor; they never change a verdict.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import io
 import keyword
 import tokenize
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -42,7 +46,7 @@ MAX_TOKENS = 50_000  # per file (Module 17 is ~5,000 tokens): the rest is not co
 FREE_TOKENS = 20_000  # kept as they are; past them a line shaped like SEEN_MAX before is padding
 SEEN_MAX = 4
 LINE_MAX = 2_000  # tokens kept of one logical line (a 50,000-token literal is padding)
-CONTAINED_MIN = 200  # shingles: a smaller side at least this long is also scored by containment
+CONTAINED_MIN = 200  # tokens: a smaller side at least this long is also scored by containment
 ALIGN_MAX = 3000  # shingles: longer streams are scored and marked from hashed shingles only
 MARKED_MAX = 20  # flags (best first) whose matching regions are computed for the side-by-side
 REFERENCE = "(reference solution)"
@@ -60,6 +64,7 @@ class Tokens:
     norm: list[str] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     error: str = ""  # why the source could not be tokenized (then the stream is empty)
+    truncated: bool = False  # MAX_TOKENS reached: the rest of the file is not in the stream
 
     def key(self) -> str:
         return hashlib.sha256("\x00".join(self.norm).encode()).hexdigest()
@@ -129,16 +134,23 @@ def normalise(source: str) -> Tokens:
             line = []
             if len(out.norm) >= MAX_TOKENS:
                 del out.norm[MAX_TOKENS:], out.lines[MAX_TOKENS:]
+                out.truncated = True
                 break
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
         return Tokens(error=f"cannot tokenize: {exc}")
     return out
 
 
-def _shared(a: Tokens, b: Tokens) -> list[bool]:
-    """Per token of `a`: inside a run of MIN_BLOCK tokens that `b` also holds (hashed shingles,
-    one pass over each stream)."""
-    theirs = set(b.grams(MIN_BLOCK))
+def _gramset(t: Tokens) -> set[int]:
+    """The set of `t`'s MIN_BLOCK-token shingles, computed once."""
+    cache = t.__dict__.setdefault("_gramset", {})
+    if MIN_BLOCK not in cache:
+        cache[MIN_BLOCK] = set(t.grams(MIN_BLOCK))
+    return cache[MIN_BLOCK]
+
+
+def _covered(a: Tokens, theirs: set[int]) -> list[bool]:
+    """Per token of `a`: inside a run of MIN_BLOCK tokens whose hashed shingle is in `theirs`."""
     keep = [False] * len(a.norm)
     if len(a.norm) < MIN_BLOCK:
         return keep
@@ -148,6 +160,34 @@ def _shared(a: Tokens, b: Tokens) -> list[bool]:
     return keep
 
 
+def _shared(a: Tokens, b: Tokens) -> list[bool]:
+    """Per token of `a`: inside a run of MIN_BLOCK tokens that `b` also holds (hashed shingles,
+    one pass over each stream)."""
+    return _covered(a, _gramset(b))
+
+
+def _inside(small: Tokens, large: Tokens) -> float:
+    """The share of `small`'s tokens inside runs of MIN_BLOCK tokens that `large` holds too."""
+    shared = _shared(small, large)
+    return sum(shared) / len(shared) if shared else 0.0
+
+
+def _streamed_hits(source: str, wanted: set[int]) -> set[int]:
+    """The MIN_BLOCK-token shingles of all of `source` (no cap, no padding rule) that are in
+    `wanted`; nothing else is kept, so a 4 MB file costs time (seconds), not memory."""
+    hits: set[int] = set()
+    window: deque[str] = deque(maxlen=MIN_BLOCK)
+    source = source.replace("\r\n", "\n").replace("\r", "\n")
+    with contextlib.suppress(tokenize.TokenError, IndentationError, SyntaxError):
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in _DROP:
+                continue
+            window.append(_norm(tok))
+            if len(window) == MIN_BLOCK and (h := hash(tuple(window))) in wanted:
+                hits.add(h)
+    return hits
+
+
 def without_starter(tokens: Tokens, starter: Tokens) -> Tokens:
     """`tokens` less every run of >= MIN_BLOCK tokens it shares with the starter code."""
     shared = _shared(tokens, starter)
@@ -155,6 +195,7 @@ def without_starter(tokens: Tokens, starter: Tokens) -> Tokens:
         [t for t, s in zip(tokens.norm, shared, strict=True) if not s],
         [line for line, s in zip(tokens.lines, shared, strict=True) if not s],
         tokens.error,
+        tokens.truncated,
     )
 
 
@@ -185,24 +226,25 @@ def _ratio(
 ) -> tuple[float, bool] | None:
     """The pair's (score, contained) if it reaches `threshold`, else None (linear unless both are
     small). The score is the share of shingles in common; where the smaller side has at least
-    CONTAINED_MIN shingles, the share of the smaller inside the larger counts too (contained),
-    so junk added around a copy does not dilute it below the threshold."""
+    CONTAINED_MIN tokens, the share of its tokens inside runs of MIN_BLOCK tokens the larger
+    also holds counts too (contained), so junk added around a copy does not dilute it below the
+    threshold (runs, not single shingles: a large file of other code covers an honest file's
+    4-token shingles, not its 8-token runs)."""
     ga, gb = bags.setdefault(id(a), Counter(a.grams())), bags.setdefault(id(b), Counter(b.grams()))
     na, nb = a.norm and sum(ga.values()), b.norm and sum(gb.values())
     if not na or not nb:
         return None
-    small, large = (ga, gb) if len(ga) <= len(gb) else (gb, ga)
-    contains = min(na, nb) >= CONTAINED_MIN
-    if not contains and 2 * min(na, nb) / (na + nb) < threshold:
-        return None  # real_quick_ratio: the lengths alone
-    common = sum(min(n, large[g]) for g, n in small.items() if g in large)
-    score = 2 * common / (na + nb)  # quick_ratio: the shared multiset
-    if score >= threshold and _aligned(a, b):
-        score = difflib.SequenceMatcher(None, a.grams(), b.grams(), autojunk=False).ratio()
-    if score >= threshold:
-        return score, False
-    inside = common / min(na, nb)
-    return (inside, True) if contains and inside >= threshold else None
+    small, large = (a, b) if len(a.norm) <= len(b.norm) else (b, a)
+    contains = len(small.norm) >= CONTAINED_MIN
+    if 2 * min(na, nb) / (na + nb) >= threshold:  # real_quick_ratio: the lengths alone
+        score = 2 * sum((ga & gb).values()) / (na + nb)  # quick_ratio: the shared multiset
+        if score >= threshold and _aligned(a, b):
+            score = difflib.SequenceMatcher(None, a.grams(), b.grams(), autojunk=False).ratio()
+        if score >= threshold:
+            return score, False
+    if contains and (inside := _inside(small, large)) >= threshold:
+        return inside, True
+    return None
 
 
 def similarity_flags(
@@ -233,6 +275,14 @@ def similarity_flags(
         got = _ratio(own[reps[key]], ref, reference_threshold, bags)
         if got is not None:
             flags += [Flag(m, REFERENCE, *got) for m in members]
+    flagged = {f.a for f in flags if f.b == REFERENCE}
+    for key, members in groups.items():  # past the cap: the whole file against the reference
+        rep = reps[key]
+        if own[rep].truncated and rep not in flagged and len(ref.norm) >= CONTAINED_MIN:
+            hits = _streamed_hits(sources[rep], _gramset(ref))
+            shared = _covered(ref, hits)
+            if (score := sum(shared) / len(shared)) >= reference_threshold:
+                flags += [Flag(m, REFERENCE, score, True) for m in members]
     for ka, kb in combinations(groups, 2):
         got = _ratio(own[reps[ka]], own[reps[kb]], pair_threshold, bags)
         if got is not None:
