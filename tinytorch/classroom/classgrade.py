@@ -200,15 +200,19 @@ def _snapshot(sub: Submission, inside: stage.Links = False) -> stage.Staged | st
         return str(exc)
 
 
-def _shared_files(inside: dict[tuple[int, int, int], list[str]]) -> dict[str, str]:
-    """student -> a note for each hard-linked file that more than one student's entry names."""
+def _shared_files(
+    inside: dict[tuple[int, int, int], list[str]], students: set[str]
+) -> dict[str, str]:
+    """student -> a note for each hard-linked file that more than one of `students`' entries
+    names (a roster.csv linked to a file is no student)."""
     notes: dict[str, str] = {}
     for rels in inside.values():
-        students = {rel.split("/", 1)[0] if "/" in rel else Path(rel).stem for rel in rels}
-        if len(students) > 1:
+        names = {rel.split("/", 1)[0] if "/" in rel else Path(rel).stem for rel in rels}
+        students_here = names & students
+        if len(students_here) > 1:
             note = (f"{', '.join(sorted(rels))} are one file (hard links in the class folder): "
                     "each is graded on it; look at who wrote it")  # fmt: skip
-            for student in students:
+            for student in students_here:
                 notes[student] = note
     return notes
 
@@ -246,7 +250,7 @@ def grade_class(
     )
     todo: list[tuple[Submission, stage.Staged | str]] = []
     inside = stage.internal_links(submissions)  # hard links whose every name is in the class
-    shared = _shared_files(inside)
+    shared = _shared_files(inside, {sub.student for sub in subs})
     run.warnings += sorted(set(shared.values()))
     allowed = set(inside)
     digests_in: dict[str, str] = {}  # student -> staged_sha256 of what they are graded on
