@@ -328,6 +328,7 @@ time.sleep(300)
 """
 
 
+@pytest.mark.exclusive  # another worker's sandbox start sweeps the dead grader's folder first
 def test_a_killed_grader_takes_the_whole_child_tree_with_it(tmp_path: Path) -> None:
     mark = f"PDEATH-{uuid.uuid4().hex}"
     body = PROBE + textwrap.dedent(f"""
