@@ -201,14 +201,13 @@ def _snapshot(sub: Submission, inside: stage.Links = False) -> stage.Staged | st
 
 
 def _shared_files(
-    inside: dict[tuple[int, int, int], list[str]], students: set[str]
+    inside: dict[tuple[int, int, int], list[str]], entries: dict[str, str]
 ) -> dict[str, str]:
-    """student -> a note for each hard-linked file that more than one of `students`' entries
-    names (a roster.csv linked to a file is no student)."""
+    """student -> a note for each hard-linked file that more than one student's entry holds.
+    entries: a class folder entry's name -> its student (discover's; a roster.csv is none)."""
     notes: dict[str, str] = {}
     for rels in inside.values():
-        names = {rel.split("/", 1)[0] if "/" in rel else Path(rel).stem for rel in rels}
-        students_here = names & students
+        students_here = {entries[top] for rel in rels if (top := rel.split("/", 1)[0]) in entries}
         if len(students_here) > 1:
             note = (f"{', '.join(sorted(rels))} are one file (hard links in the class folder): "
                     "each is graded on it; look at who wrote it")  # fmt: skip
@@ -250,7 +249,7 @@ def grade_class(
     )
     todo: list[tuple[Submission, stage.Staged | str]] = []
     inside = stage.internal_links(submissions)  # hard links whose every name is in the class
-    shared = _shared_files(inside, {sub.student for sub in subs})
+    shared = _shared_files(inside, {sub.entry.name: sub.student for sub in subs})
     run.warnings += sorted(set(shared.values()))
     allowed = set(inside)
     digests_in: dict[str, str] = {}  # student -> staged_sha256 of what they are graded on

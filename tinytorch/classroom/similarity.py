@@ -112,6 +112,12 @@ def _norm(tok: tokenize.TokenInfo) -> str:
     return "STR" if tok.type == tokenize.STRING else tok.string
 
 
+def lf(text: str) -> str:
+    """`text` with CR and CRLF line ends made LF: its lines as tokenize counts them (a file saved
+    with CR ends is one "line" to tokenize, all of it a comment)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def normalise(source: str) -> Tokens:
     """The normalised token stream of `source` (empty, with `error`, if it does not tokenize).
 
@@ -119,7 +125,7 @@ def normalise(source: str) -> Tokens:
     FREE_TOKENS a line shaped like SEEN_MAX lines before it is skipped (a 50,000-token list of
     zeros or 25,000 copies of `x = 1` before a copy of the reference once hid it)."""
     out = Tokens()
-    source = source.replace("\r\n", "\n").replace("\r", "\n")
+    source = lf(source)
     seen: Counter[tuple[str, ...]] = Counter()
     line: list[tokenize.TokenInfo] = []
     try:
@@ -166,9 +172,10 @@ def _shared(a: Tokens, b: Tokens) -> list[bool]:
     return _covered(a, _gramset(b))
 
 
-def _inside(small: Tokens, large: Tokens) -> float:
-    """The share of `small`'s tokens inside runs of MIN_BLOCK tokens that `large` holds too."""
-    shared = _shared(small, large)
+def _inside(small: Tokens, theirs: set[int]) -> float:
+    """The share of `small`'s tokens inside runs of MIN_BLOCK tokens whose hashed shingle is in
+    `theirs` (the other side's _gramset, or the runs _streamed_hits found)."""
+    shared = _covered(small, theirs)
     return sum(shared) / len(shared) if shared else 0.0
 
 
@@ -177,7 +184,7 @@ def _streamed_hits(source: str, wanted: set[int]) -> set[int]:
     `wanted`; nothing else is kept, so a 4 MB file costs time (seconds), not memory."""
     hits: set[int] = set()
     window: deque[str] = deque(maxlen=MIN_BLOCK)
-    source = source.replace("\r\n", "\n").replace("\r", "\n")
+    source = lf(source)
     with contextlib.suppress(tokenize.TokenError, IndentationError, SyntaxError):
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type in _DROP:
@@ -242,7 +249,7 @@ def _ratio(
             score = difflib.SequenceMatcher(None, a.grams(), b.grams(), autojunk=False).ratio()
         if score >= threshold:
             return score, False
-    if contains and (inside := _inside(small, large)) >= threshold:
+    if contains and (inside := _inside(small, _gramset(large))) >= threshold:
         return inside, True
     return None
 
@@ -280,8 +287,7 @@ def similarity_flags(
         rep = reps[key]
         if own[rep].truncated and rep not in flagged and len(ref.norm) >= CONTAINED_MIN:
             hits = _streamed_hits(sources[rep], _gramset(ref))
-            shared = _covered(ref, hits)
-            if (score := sum(shared) / len(shared)) >= reference_threshold:
+            if (score := _inside(ref, hits)) >= reference_threshold:
                 flags += [Flag(m, REFERENCE, score, True) for m in members]
     for ka, kb in combinations(groups, 2):
         got = _ratio(own[reps[ka]], own[reps[kb]], pair_threshold, bags)

@@ -15,6 +15,7 @@ from tinytorch.classroom.similarity import (
     REFERENCE,
     REFERENCE_THRESHOLD,
     Flag,
+    lf,
 )
 from tinytorch.milestone07.cases import FUNCTIONS
 from tinytorch.render.platforms import tiled_matmul_gflops
@@ -180,8 +181,7 @@ def _side(source: str, marked: set[int]) -> str:
     lines = []
     # numbered as similarity counts lines (tokenize: LF, after CR and CRLF became LF), not as
     # str.splitlines, which also breaks at form feeds, U+2028 and others: marks on the right rows
-    text = source.replace("\r\n", "\n").replace("\r", "\n")
-    for i, line in enumerate(text.removesuffix("\n").split("\n"), start=1):
+    for i, line in enumerate(lf(source).removesuffix("\n").split("\n"), start=1):
         text = f"{i:4d}  {_esc(line)}"
         lines.append(f"<mark>{text}</mark>" if i in marked else text)
     return "<pre>" + "\n".join(lines) + "</pre>"
