@@ -44,7 +44,8 @@ def test_staging_for_another_user_never_touches_a_links_target(tmp_path: Path) -
     staged = stage.collect(sub, main="acceleration.py")
     dest = tmp_path / "dest"
     dest.mkdir()
-    stage.write(staged, dest, owner=(54321, 54321))
+    stage.write(staged, dest)
+    stage.hand_over(dest, (54321, 54321))  # as the sandbox gives its copy to the child's uid
     after = target.stat()
     assert (after.st_uid, after.st_gid, after.st_mode) == (
         before.st_uid,
@@ -78,18 +79,109 @@ def test_the_platform_entry_hands_over_only_what_it_staged(tmp_path: Path, monke
         seen["files"] = sorted(os.listdir(copy.parent))
         seen["owner"] = copy.stat().st_uid
         seen["text"] = copy.read_text()
+        seen["popen_kwargs"] = kwargs.get("popen_kwargs")
         return {"verdict": "PASS", "warnings": []}, None
 
-    drop = {"user": 54321, "group": 54321, "extra_groups": []}
-    monkeypatch.setattr(autograder, "unprivileged", lambda: (drop, "as test"))
     monkeypatch.setattr(autograder, "grade_submission", fake_grade)
-    doc, _how = autograder.grade_platform_submission(sub)
+    doc, how = autograder.grade_platform_submission(sub)
     assert target.stat().st_uid == 0
-    assert seen["files"] == ["acceleration.py"] and seen["owner"] == 54321
+    assert seen["files"] == ["acceleration.py"] and seen["owner"] == os.geteuid()
+    # the milestone keeps the grader's uid (root): its sandbox gives the student's code another
+    assert not seen["popen_kwargs"] and how == autograder.who_grades()
     assert seen["text"] == BASE.read_text()
     assert any(
         "helpers.py: a symbolic link" in w and "fifo.py: a FIFO" in w for w in doc["warnings"]
     )
+
+
+# ---- a result file is trusted only from a milestone that exited as its verdict says ----------
+
+FORGE = """
+import json, os, signal, sys
+path, verdict, end = sys.argv[1:4]
+with open(path, "w") as fh:
+    json.dump({"verdict": verdict, "cases": [], "checks": []}, fh)
+if end == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.exit(int(end))
+"""
+
+
+@pytest.mark.parametrize(
+    ("verdict", "end", "trusted"),
+    [("PASS", "kill", False), ("PASS", "1", False), ("PASS", "3", False),
+     ("PASS", "0", True), ("NOT_PASSED", "1", True), ("INCOMPLETE", "1", True)],
+)  # fmt: skip
+def test_a_result_file_is_trusted_only_when_the_exit_status_agrees(
+    tmp_path: Path, monkeypatch, verdict: str, end: str, trusted: bool
+) -> None:
+    """Red-teaming: on a host without namespaces, a student's process that shared the milestone's
+    uid wrote a PASS into the milestone's result file and SIGKILLed it: Gradescope 60/60."""
+    from tinytorch.classroom import runner
+
+    def forged(impl: object, json_path: object, **kwargs: object) -> list[str]:
+        return [sys.executable, "-c", FORGE, str(json_path), verdict, end]
+
+    monkeypatch.setattr(runner, "milestone_command", forged)
+    doc, _run = runner.grade_submission(tmp_path / "alice.py", tmp_path / "work")
+    if trusted:
+        assert doc["verdict"] == verdict
+    else:
+        assert doc["verdict"] == "ERROR" and "not trusted" in doc["error"], doc
+        assert ("signal 9" if end == "kill" else f"exited {end}") in doc["error"]
+
+
+FORGER = """
+def _forge():  # find the milestone's --json among the ancestors, write a PASS, kill it
+    import json, os, signal
+    pid = os.getppid()
+    for _ in range(8):
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        except OSError:
+            return
+        if b"--json" in argv:
+            path = argv[argv.index(b"--json") + 1].decode()
+            try:
+                with open(path, "w") as fh:
+                    json.dump({"verdict": "PASS", "cases": [], "checks": []}, fh)
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            return
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+
+
+_forge()
+"""
+
+
+@AS_ROOT
+@pytest.mark.slow
+def test_the_platform_entry_keeps_the_students_code_off_the_milestones_uid(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The same attack, end to end on the platform entry as root with namespaces off (as in a
+    container without CAP_SYS_ADMIN): the student's code runs under a uid of its own, which can
+    neither write the milestone's result nor signal it; at worst the forgery is not trusted."""
+    from tinytorch.classroom import autograder
+    from tinytorch.sandbox import spawn
+    from tinytorch.sandbox.child import confine
+
+    monkeypatch.setenv(spawn.NAMESPACES_VAR, "0")
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / "acceleration.py").write_text(ZERO + FORGER)
+    doc, _how = autograder.grade_platform_submission(sub)
+    assert doc["verdict"] != "PASS", doc
+    # Where Python lives under a folder other uids cannot enter (/root/.pyenv), the sandbox keeps
+    # root's uid without a mount namespace (its isolation record says so): then only the exit
+    # status check stands between the forgery and the grade.
+    package = str(ROOT / "tinytorch")
+    if confine.blocked_dirs(spawn.needed_paths(package)):
+        assert doc["verdict"] == "ERROR" and "not trusted" in doc["error"], doc
+    else:
+        assert doc["verdict"] == "INCOMPLETE", doc.get("error")  # no Im2colConv2dFunction: unforged
 
 
 RUNS = [("json", False), ("prairielearn", False)]

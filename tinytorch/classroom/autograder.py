@@ -3,16 +3,19 @@
 `build_gradescope_zip` writes setup.sh, run_autograder, the package source and the points config.
 `run_platform("gradescope")` grades what is in ROOT/submission (ROOT: $AUTOGRADER_ROOT, default
 /autograder) and writes ROOT/results/results.json; `run_platform("prairielearn")` grades
-ROOT/student (default /grade) into ROOT/results/results.json. Both grade in grading mode, as an
-unprivileged user when started as root, and always write a results file: a submission that cannot
-be graded gets score 0 and says why.
+ROOT/student (default /grade) into ROOT/results/results.json. Both grade in grading mode and always
+write a results file: a submission that cannot be graded gets score 0 and says why. Started as root
+(as both platforms start it), the milestone process stays root, as in the class grader, so that its
+sandbox can give the student's code a uid of its own: one that can neither signal the milestone nor
+write where the milestone writes its result. (Dropping the milestone to an unprivileged user once
+gave the student's code the milestone's own uid: on a host without namespaces it wrote a PASS
+result and SIGKILLed the milestone, 60/60 on Gradescope.)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import stat
 import subprocess
@@ -33,7 +36,6 @@ from tinytorch.render.platforms import gradescope_results, prairielearn_results
 from tinytorch.render.safe_text import clean_tree
 from tinytorch.sandbox import stage
 
-GRADER_USER = "tinytorch-grader"
 VENV = "/opt/tinytorch"
 # Gradescope's default container: 768 MB and half a vCPU. The whole tree (this process, the
 # milestone run, the student's process) is stopped at TREE_LIMIT_MB, sampled every 50 ms; the
@@ -58,7 +60,7 @@ apt-get install -y --no-install-recommends python3 python3-venv python3-pip g++
 python3 -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10+ is needed"'
 python3 -m venv {VENV}
 {VENV}/bin/pip install --no-cache-dir /autograder/source/tinytorch-src
-id -u {GRADER_USER} >/dev/null 2>&1 || useradd --system --no-create-home {GRADER_USER}
+chmod -R a+rX {VENV}  # the student's code runs under a uid of its own (the sandbox's)
 """
 
 RUN_AUTOGRADER = f"""#!/usr/bin/env bash
@@ -145,30 +147,11 @@ def _config(root: Path) -> tuple[Points, bool]:
     return Points(**base, overrides=raw.get("overrides", {})), bool(raw.get("part_b", False))
 
 
-def _world_usable(path: Path) -> bool:
-    """Every folder above `path` can be entered by any user, and `path` can be read by any user."""
-    path = path.resolve()
-    for parent in path.parents:
-        if not parent.stat().st_mode & stat.S_IXOTH:
-            return False
-    return bool(path.stat().st_mode & stat.S_IROTH)
-
-
-def unprivileged() -> tuple[dict[str, Any], str]:
-    """(Popen kwargs that drop to GRADER_USER, a line saying what was done)."""
-    if os.geteuid() != 0:
-        return {}, f"already unprivileged (uid {os.geteuid()})"
-    try:
-        user = pwd.getpwnam(GRADER_USER)
-    except KeyError:
-        return {}, f"running as root: no user {GRADER_USER} (setup.sh creates it)"
-    import tinytorch
-
-    for needed in (Path(sys.executable), Path(tinytorch.__file__)):
-        if not _world_usable(needed):
-            return {}, f"running as root: {needed} is not readable by {GRADER_USER}"
-    kwargs = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
-    return kwargs, f"as {GRADER_USER} (uid {user.pw_uid})"
+def who_grades() -> str:
+    """Who runs the milestone, and so the student's code (results.json's "user")."""
+    if os.geteuid() == 0:
+        return "as root: the sandbox gives the student's code a uid of its own"
+    return f"as uid {os.geteuid()}: the student's code shares it (only namespaces keep them apart)"
 
 
 def grade_platform_submission(
@@ -178,21 +161,18 @@ def grade_platform_submission(
     impl, why = find_module(folder, notebook=True) if folder.is_dir() else (None, "")
     if impl is None:
         return error_doc(str(folder), "INCOMPLETE", why or f"no submission folder {folder}"), ""
-    drop, how = unprivileged()
-    owner = (drop["user"], drop["group"]) if drop else None
+    how = who_grades()
     try:
         # The folder holding the file travels with it (a helper module beside it still imports),
         # staged (tinytorch.sandbox.stage): regular files only, never through a link, within the
-        # caps; as root, what is handed to the grading user is only what staging created.
+        # caps; the sandbox hands its own copy of them to the student's uid.
         staged = stage.collect(impl.parent, main=impl.name)
     except stage.StageError as exc:
         return error_doc(impl.name, "NOT_PASSED", f"not graded: {exc}"), how
     private = Path(tempfile.mkdtemp(prefix="tinytorch-grade-"))
     try:
         (private / "submission").mkdir(mode=0o700)
-        if owner is not None:
-            os.chown(private, *owner)  # made by mkdtemp just now: ours, not a link
-        stage.write(staged, private / "submission", owner=owner)
+        stage.write(staged, private / "submission")
         copy = private / "submission" / impl.name
         env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
         env.update(ONE_THREAD, HOME=str(private))
@@ -204,7 +184,6 @@ def grade_platform_submission(
             wall_timeout=wall_timeout,
             max_tree_mb=TREE_LIMIT_MB - own_mb,
             memory_limit_mb=CHILD_MEMORY_MB,
-            popen_kwargs=drop,
             env=env,
         )
         doc["impl"] = impl.name

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from tinytorch.cli.milestone import exit_code
 from tinytorch.render.json_doc import SCHEMA_VERSION
 from tinytorch.sandbox import procs
 
@@ -216,6 +217,21 @@ def _tail(path: Path, lines: int = 6) -> str:
     return " | ".join(t.strip() for t in text.strip().splitlines()[-lines:])
 
 
+def _agreed(doc: Any, returncode: int | None, impl: Path, log_path: Path) -> dict[str, Any]:
+    """`doc` when the milestone's exit status is the one its verdict gives (cli.milestone
+    exit_code), else an ERROR doc: a result file from a process that was killed, or that exited
+    otherwise, was not written by the milestone at its end (red-teaming: a student's process that
+    shared the grader's uid, on a host without namespaces, wrote a PASS there and SIGKILLed it)."""
+    verdict = doc.get("verdict") if isinstance(doc, dict) else None
+    if isinstance(verdict, str) and returncode == exit_code(verdict):
+        return doc
+    how = f"was killed by signal {-returncode}" if returncode and returncode < 0 else (
+        f"exited {returncode}")  # fmt: skip
+    why = (f"the milestone process {how}, but its result file says {verdict!r}: "
+           f"not trusted: {_tail(log_path)}")  # fmt: skip
+    return error_doc(str(impl), "ERROR", why)
+
+
 def grade_submission(
     impl: Path,
     work: Path,
@@ -266,7 +282,7 @@ def grade_submission(
     if not run.killed and os.path.exists(tmp):
         try:
             with open(tmp, encoding="utf-8") as fh:
-                doc = json.load(fh)
+                doc = _agreed(json.load(fh), run.returncode, impl, log_path)
         except (OSError, ValueError) as exc:
             doc = error_doc(str(impl), "ERROR", f"the result file was unreadable: {exc}")
     if os.path.exists(tmp):

@@ -9,11 +9,11 @@ module, often as root. It trusts nothing it was handed:
   from its lstat without being opened (opening a FIFO blocks). What was opened is checked again
   with fstat on the descriptor: still a regular file, one link (a hard link to a file elsewhere,
   e.g. a module of the grader's own environment, has two), and under the size cap.
+- Copies are created here (O_CREAT | O_EXCL | O_NOFOLLOW); hand_over gives what was created to the
+  sandbox's uid with fchown on each descriptor: root changes the owner and mode of nothing else.
 - Walking a folder is iterative, never recursive, and bounded: MAX_DEPTH levels, MAX_SCAN
   entries looked at, MAX_FILES files and MAX_TOTAL_BYTES copied, MAX_FILE_BYTES per file.
 - Whatever is not copied is named in `Staged.skipped`; a correct file beside junk is still staged.
-- Copies are created here (O_CREAT | O_EXCL | O_NOFOLLOW) and, given an owner, handed to it with
-  fchown on the descriptor just created: root changes the owner and mode of nothing else.
 """
 
 from __future__ import annotations
@@ -320,17 +320,12 @@ def collect(
     return staged
 
 
-def write(
-    staged: Staged, dest: str | os.PathLike[str], *, owner: tuple[int, int] | None = None
-) -> list[str]:
+def write(staged: Staged, dest: str | os.PathLike[str]) -> list[str]:
     """Write `staged.blobs` under `dest` (an existing folder of ours), creating every file and
-    folder here (never through a link) and, given `owner` (uid, gid), handing each one it created
-    to that owner with fchown on its own descriptor. `dest` itself is handed over too when
-    `owner` is given. Returns the paths written, relative to `dest`."""
+    folder here (never through a link; hand_over gives them to another uid). Returns the paths
+    written, relative to `dest`."""
     root = os.open(os.fspath(dest), _DIR)
     try:
-        if owner is not None:
-            os.fchown(root, *owner)
         made: dict[str, int] = {"": root}
         try:
             for rel in sorted(staged.blobs):
@@ -340,16 +335,11 @@ def write(
                     here = f"{parent}{part}/"
                     if here not in made:
                         os.mkdir(part, 0o700, dir_fd=made[parent])
-                        fd = os.open(part, _DIR, dir_fd=made[parent])
-                        if owner is not None:
-                            os.fchown(fd, *owner)
-                        made[here] = fd
+                        made[here] = os.open(part, _DIR, dir_fd=made[parent])
                     parent = here
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
                 fd = os.open(parts[-1], flags, 0o600, dir_fd=made[parent])
                 try:
-                    if owner is not None:
-                        os.fchown(fd, *owner)
                     view = memoryview(staged.blobs[rel])
                     while view:
                         view = view[os.write(fd, view) :]
@@ -378,7 +368,6 @@ def stage_file(
     dest: str | os.PathLike[str],
     *,
     siblings: bool = False,
-    owner: tuple[int, int] | None = None,
     hard_links: bool = False,
 ) -> Staged:
     """Stage one submission file into `dest`: the file itself (a refusal raises StageError) and,
@@ -394,7 +383,7 @@ def stage_file(
     else:
         staged = Staged(blobs={path.name: read_file(path, hard_links=hard_links)})
         staged.files = [path.name]
-    write(staged, dest, owner=owner)
+    write(staged, dest)
     return staged
 
 
