@@ -245,6 +245,21 @@ def test_the_script_route_refuses_a_fifo_and_a_file_too_large(tmp_path: Path, ca
         assert why in capsys.readouterr().err
 
 
+def test_a_refused_file_name_reaches_the_terminal_without_its_escape_sequences(
+    tmp_path: Path, capsys
+) -> None:
+    """Red-teaming: a FIFO (or a file over the cap) named with OSC and CSI sequences set the
+    terminal's title and cleared the screen through the usage line on stderr."""
+    from tinytorch.cli.main import main
+
+    name = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mx.py"
+    os.mkfifo(tmp_path / name)
+    assert main(["milestone", "run", "07", "--impl", str(tmp_path / name), "--no-part-b"]) == 2
+    err = capsys.readouterr().err
+    assert "x.py: a FIFO" in err  # still named: the sequences are gone, OSC title and all
+    assert "\x1b" not in err and "\x07" not in err
+
+
 def _remove_deep(top: Path) -> None:
     """Remove a chain of nested folders of any depth without recursion (shutil.rmtree, and so
     pytest's own tmp cleanup, would hit RecursionError)."""

@@ -45,7 +45,8 @@ class _UsageError(ValueError):
 
 
 def exit_code(verdict: str) -> int:
-    """The exit status of a verdict: the one mapping, so the code and the result file agree."""
+    """The exit status of a verdict: the one mapping, so the code and the result file agree (and
+    whoever runs the milestone checks that they do: tinytorch.classroom.runner)."""
     codes = {"PASS": EXIT_PASS, "NOT_PASSED": EXIT_NOT_PASSED, "INCOMPLETE": EXIT_NOT_PASSED}
     return codes.get(verdict, EXIT_ERROR)
 
@@ -152,12 +153,13 @@ def run_milestone(
     with the file written all the same.
     """
     from tinytorch.render.resultfile import ResultFile, ResultFileError
-    from tinytorch.render.safe_text import CleanStream, clean, clean_tree
+    from tinytorch.render.safe_text import CleanStream, clean_tree
 
     out = CleanStream(out or sys.stdout)  # the student's text reaches the terminal cleaned
+    err = CleanStream(sys.stderr)  # and so do the file names and errors said on stderr
     why = missing_impl(impl) or refused_impl(impl, grading=grading)
     if why:
-        print(f"tito milestone run: {why}", file=sys.stderr)
+        print(f"tito milestone run: {why}", file=err)
         return EXIT_USAGE
     impl = folder_impl(impl)[0]
     points = None
@@ -167,18 +169,18 @@ def run_milestone(
         try:
             points = load_points(points_file)
         except (ValueError, TypeError) as exc:
-            print(f"tito milestone run: {exc}", file=sys.stderr)
+            print(f"tito milestone run: {exc}", file=err)
             return EXIT_USAGE
     elif points_file is not None:
         print("tito milestone run: --points goes with --format prairielearn (the milestone "
-              "JSON holds statuses, not points)", file=sys.stderr)  # fmt: skip
+              "JSON holds statuses, not points)", file=err)  # fmt: skip
         return EXIT_USAGE
     target = None
     if json_path:
         try:
             target = ResultFile(json_path, what="--json").claim()
         except ResultFileError as exc:
-            print(f"tito milestone: {exc}", file=sys.stderr)
+            print(f"tito milestone: {exc}", file=err)
             return EXIT_USAGE
     from tinytorch.milestone07.boundary import preload
 
@@ -189,11 +191,11 @@ def run_milestone(
             verbose=verbose, part_b_only=part_b_only,
         )  # fmt: skip
     except _UsageError as exc:
-        print(f"tito milestone: {exc}", file=sys.stderr)
+        print(f"tito milestone: {exc}", file=err)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 (a grader bug: verdict ERROR, never a bare traceback)
         doc = _error_document(impl, seed, grading, timeout, exc)
-        print(f"tito milestone: {clean(str(doc.get('error')))}", file=sys.stderr)
+        print(f"tito milestone: {doc.get('error')}", file=err)
     doc = clean_tree(doc)  # and the JSON (its `output` fields) too
     code = exit_code(str(doc.get("verdict")))  # from the milestone document, before any
     # conversion to another format (e.g. PrairieLearn's), which only changes what the file holds
@@ -205,7 +207,7 @@ def run_milestone(
         try:
             target.publish_json(doc)
         except ResultFileError as exc:
-            print(f"tito milestone: {exc}", file=sys.stderr)
+            print(f"tito milestone: {exc}", file=err)
             return EXIT_ERROR
         print(f"\nwrote {target.path}", file=out)
     return code
