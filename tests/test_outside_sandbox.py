@@ -641,3 +641,111 @@ def test_a_coding_line_does_not_hide_a_file_from_similarity() -> None:
     for coding in (b"punycode", b"rot13", b"no-such-codec"):  # punycode stopped a class run
         assert "x=1" in _source(eve, b"# coding: " + coding + b"\nx=1-zzzz\n")  # read as UTF-8
     assert isinstance(_source(eve, b"# coding: utf-16\nx=1\n"), str)  # decodes, to junk
+
+
+# ---- red-teaming round 5: the class grader's own process ------------------------------------
+
+
+def test_a_slow_codec_is_not_decoded_at_length_in_the_graders_process() -> None:
+    """A 4 MB `# coding: punycode` file stalled a class run for over half an hour before anyone
+    was graded (punycode decodes in time that grows with the square of the input)."""
+    from tinytorch.classroom.classgrade import SLOW_CODEC_MAX, _source
+    from tinytorch.classroom.submissions import Submission
+
+    blob = b"# coding: punycode\n-" + b"a" * 400_000  # 9 s to decode; 4 MB: over 30 minutes
+    assert len(blob) > SLOW_CODEC_MAX
+    start = time.perf_counter()
+    text = _source(Submission("mallory", Path("mallory.py"), Path("mallory.py")), blob)
+    assert time.perf_counter() - start < 1.0 and text.startswith("# coding: punycode")
+
+
+def test_a_lone_surrogate_in_a_students_code_does_not_stop_similarity() -> None:
+    """`# coding: utf-7` and `+2AA-` decode to a lone surrogate outside any string: hashing the
+    token stream raised UnicodeEncodeError, and the class run ended with no gradebook."""
+    from tinytorch.classroom.classgrade import _source
+    from tinytorch.classroom.similarity import similarity_flags
+    from tinytorch.classroom.submissions import Submission
+
+    body = "".join(f"v{i} = w{i} * {i}\n" for i in range(30))
+    blob = ("# coding: utf-7\n" + body + "z = +2AA-\n").encode()
+    text = _source(Submission("mallory", Path("mallory.py"), Path("mallory.py")), blob)
+    assert "\ud800" in text  # as Python reads it
+    flags = similarity_flags({"mallory": text, "trent": body}, reference="", starter="")
+    assert [(f.a, f.b) for f in flags] == [("mallory", "trent")]
+
+
+def test_a_failing_similarity_pass_still_writes_the_gradebook_and_report(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Whatever similarity meets, the grades are written first and the report says it failed."""
+    from tinytorch.classroom import classgrade, similarity
+    from tinytorch.classroom.scoring import Points
+
+    def broken(*args: object, **kwargs: object) -> list:
+        raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr(similarity, "similarity_flags", broken)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice.py").write_text("def tiled_matmul(a, b, tile_size=64):\n    return 0\n")
+    report = classgrade.grade_and_report(subs, tmp_path / "out", points=Points(), jobs=1)
+    assert (tmp_path / "out" / "gradebook.csv").read_text().count("alice") == 1
+    assert any("similarity failed" in n for n in report.notes) and report.report.exists()
+
+
+def test_similarity_reads_a_marked_file_as_the_child_does(tmp_path: Path) -> None:
+    """`#  | export` (two spaces) made the child read the file as a marked percent file, in
+    UTF-8, while similarity looked for `#|` only and decoded by the coding line (cp037): the
+    reference, verbatim, PASSED 60/60 unflagged."""
+    from tinytorch.classroom.classgrade import _source
+    from tinytorch.classroom.similarity import REFERENCE, similarity_flags
+    from tinytorch.classroom.submissions import Submission
+    from tinytorch.release import make_student_source, reference_path
+
+    ref = reference_path(17).read_text()
+    path = tmp_path / "mallory.py"
+    path.write_text("#  | export\n# coding: cp037\n" + ref)
+    text = _source(Submission("mallory", path, path), path.read_bytes())
+    flags = similarity_flags({"mallory": text}, ref, make_student_source(ref))
+    assert [(f.a, f.b) for f in flags] == [("mallory", REFERENCE)]
+
+
+def test_a_folder_submissions_helpers_are_compared_too() -> None:
+    """A near-copy of the reference in kernels.py, which acceleration.py only imports, was
+    never compared: PASS 60/60, no flag."""
+    from tinytorch.classroom.classgrade import _source
+    from tinytorch.classroom.similarity import REFERENCE, similarity_flags
+    from tinytorch.classroom.submissions import Submission
+    from tinytorch.release import make_student_source, reference_path
+
+    ref = reference_path(17).read_text()
+    sub = Submission("mallory", Path("mallory"), Path("mallory/acceleration.py"))
+    main = b"from kernels import *  # noqa: F403\n"
+    text = _source(sub, main, {"kernels.py": ref.encode(), "notes.txt": b"x"})
+    assert "# ---- kernels.py" in text and "notes.txt" not in text
+    flags = similarity_flags({"mallory": text}, ref, make_student_source(ref))
+    assert [(f.a, f.b) for f in flags] == [("mallory", REFERENCE)]
+
+
+@pytest.mark.parametrize("where", ["deep", "wide", "git"])
+def test_a_hard_link_hidden_past_a_submissions_bounds_is_still_found(
+    tmp_path: Path, where: str
+) -> None:
+    """A link to alice.py 12 folders down, behind 4,100 files, or in .git got alice's own file
+    refused ("a hard link"): the class-wide scan must see every name of it."""
+    klass = tmp_path / "class"
+    mallory = klass / "mallory"
+    mallory.mkdir(parents=True)
+    (klass / "alice.py").write_text("x = 1\n")
+    if where == "deep":
+        spot = mallory.joinpath(*["d"] * 12)
+    elif where == "git":
+        spot = mallory / ".git" / "objects"
+    else:
+        spot = mallory / "zz"
+        for i in range(4100):
+            (mallory / f"a{i:05d}.txt").write_text("")
+    spot.mkdir(parents=True, exist_ok=True)
+    os.link(klass / "alice.py", spot / "copy.py")
+    inside = stage.internal_links(klass)
+    assert [min(rels) for rels in inside.values()] == ["alice.py"]

@@ -67,7 +67,8 @@ class Tokens:
     truncated: bool = False  # MAX_TOKENS reached: the rest of the file is not in the stream
 
     def key(self) -> str:
-        return hashlib.sha256("\x00".join(self.norm).encode()).hexdigest()
+        # surrogatepass: a lone surrogate (a utf-7 coding line can make one) is a token too
+        return hashlib.sha256("\x00".join(self.norm).encode("utf-8", "surrogatepass")).hexdigest()
 
     def grams(self, size: int = GRAM) -> list[int]:
         """The overlapping `size`-token shingles, hashed (one for a shorter stream); computed
