@@ -747,5 +747,55 @@ def test_a_hard_link_hidden_past_a_submissions_bounds_is_still_found(
             (mallory / f"a{i:05d}.txt").write_text("")
     spot.mkdir(parents=True, exist_ok=True)
     os.link(klass / "alice.py", spot / "copy.py")
-    inside = stage.internal_links(klass)
-    assert [min(rels) for rels in inside.values()] == ["alice.py"]
+    inside, cut = stage.internal_links(klass)
+    assert not cut and [min(one.names) for one in inside.values()] == ["alice.py"]
+
+
+def test_a_link_past_the_class_scans_bounds_leaves_the_classmates_file_graded(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Red-teaming round 6: a link below CLASS_MAX_DEPTH (or past CLASS_MAX_SCAN) got alice's own
+    file refused again. A cut scan cannot prove a name outside the class: the file is read, and
+    the class warnings say why. Many names of one file keep only SHOWN_NAMES of them (200,000
+    names of 250 KB each filled the grader's memory)."""
+    klass = tmp_path / "class"
+    mallory = klass / "mallory"
+    (mallory / "zz").mkdir(parents=True)
+    (klass / "alice.py").write_text("x = 1\n")
+    for i in range(50):
+        os.link(klass / "alice.py", mallory / f"l{i:02d}.py")
+    monkeypatch.setattr(stage, "CLASS_MAX_DEPTH", 1)
+    deep = mallory / "zz" / "deeper"
+    deep.mkdir()
+    os.link(klass / "alice.py", deep / "hidden.py")
+    inside, cut = stage.internal_links(klass)
+    assert cut and len(inside) == 1
+    (one,) = inside.values()
+    assert one.seen == 51 and len(one.names) == stage.SHOWN_NAMES
+    assert one.entries == {"alice.py", "mallory"}
+    monkeypatch.setattr(stage, "CLASS_MAX_DEPTH", 1024)  # the whole class seen: all 52 names
+    inside, cut = stage.internal_links(klass)
+    assert not cut and [one.seen for one in inside.values()] == [52]
+    outside = tmp_path / "elsewhere.py"
+    os.link(klass / "alice.py", outside)  # a name outside the class, and the scan saw all: refused
+    inside, cut = stage.internal_links(klass)
+    assert not cut and inside == {}
+
+
+def test_a_helper_that_does_not_tokenize_hides_no_other_file() -> None:
+    """Red-teaming round 6: a helper holding only an unterminated string emptied the whole token
+    stream (normalise gave up), so a verbatim reference copy beside it went unflagged."""
+    from tinytorch.classroom.classgrade import _source
+    from tinytorch.classroom.similarity import REFERENCE, similarity_flags
+    from tinytorch.classroom.submissions import Submission
+    from tinytorch.release import make_student_source, reference_path
+
+    ref = reference_path(17).read_text()
+    sub = Submission("cheat", Path("cheat"), Path("cheat/acceleration.py"))
+    for main, helpers in (
+        (ref.encode(), {"zz_notes.py": b'"""\n'}),
+        (b"from kernels import *  # noqa: F403\n", {"a.py": b'"""\n', "kernels.py": ref.encode()}),
+    ):
+        text = _source(sub, main, helpers)
+        flags = similarity_flags({"cheat": text}, ref, make_student_source(ref))
+        assert [(f.a, f.b) for f in flags] == [("cheat", REFERENCE)]

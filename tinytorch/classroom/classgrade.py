@@ -47,6 +47,7 @@ from typing import Any
 from tinytorch.classroom.cpugroups import CpuGroups
 from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points
+from tinytorch.classroom.similarity import normalise
 from tinytorch.classroom.submissions import Submission, discover, source_text
 from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.render.safe_text import clean_tree
@@ -186,7 +187,7 @@ def _snapshot(sub: Submission, inside: stage.Links = False) -> stage.Staged | st
     """What this student is graded on, read once (tinytorch.sandbox.stage: regular files only,
     no link followed, within the caps): the file, and for a folder submission the `.py` helpers
     beside it. A str says why the file itself is not graded (e.g. "file too large").
-    inside: the hard links whose every name is in the class folder (stage.internal_links)."""
+    inside: the files with several names that may be read (stage.internal_links)."""
     if sub.impl is None:
         return sub.problem or "nothing to grade"
     try:
@@ -205,16 +206,17 @@ def _snapshot(sub: Submission, inside: stage.Links = False) -> stage.Staged | st
 
 
 def _shared_files(
-    inside: dict[tuple[int, int, int], list[str]], entries: dict[str, str]
+    inside: dict[tuple[int, int, int], stage.Linked], entries: dict[str, str]
 ) -> dict[str, str]:
     """student -> a note for each hard-linked file that more than one student's entry holds.
     entries: a class folder entry's name -> its student (discover's; a roster.csv is none)."""
     notes: dict[str, str] = {}
-    for rels in inside.values():
-        students_here = {entries[top] for rel in rels if (top := rel.split("/", 1)[0]) in entries}
+    for one in inside.values():
+        students_here = {entries[top] for top in one.entries if top in entries}
         if len(students_here) > 1:
-            note = (f"{', '.join(sorted(rels))} are one file (hard links in the class folder): "
-                    "each is graded on it; look at who wrote it")  # fmt: skip
+            more = f" and {one.seen - len(one.names)} more" if one.seen > len(one.names) else ""
+            note = (f"{', '.join(sorted(one.names))}{more} are one file (hard links in the class "
+                    "folder): each is graded on it; look at who wrote it")  # fmt: skip
             for student in students_here:
                 notes[student] = note
     return notes
@@ -252,9 +254,15 @@ def grade_class(
         notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
     )
     todo: list[tuple[Submission, stage.Staged | str]] = []
-    inside = stage.internal_links(submissions)  # hard links whose every name is in the class
+    inside, cut = stage.internal_links(submissions)  # hard links that may be read
     shared = _shared_files(inside, {sub.entry.name: sub.student for sub in subs})
     run.warnings += sorted(set(shared.values()))
+    if cut:
+        run.warnings.append(
+            f"SUBMISSIONS holds more than {stage.CLASS_MAX_SCAN} entries or "
+            f"{stage.CLASS_MAX_DEPTH} folder levels (or a folder that cannot be read): a file "
+            "with several names is graded, as its other names may lie there"
+        )
     allowed = set(inside)
     digests_in: dict[str, str] = {}  # student -> staged_sha256 of what they are graded on
     for sub in subs:
@@ -544,5 +552,7 @@ def _source(sub: Submission, main: bytes, helpers: dict[str, bytes] | None = Non
         text = source_text(sub.impl)
     else:
         text = _as_imported(main)
-    rest = sorted((helpers or {}).items())
-    return text + "".join(f"\n# ---- {n}\n{_as_imported(b)}" for n, b in rest if n.endswith(".py"))
+    rest = [(n, _as_imported(b)) for n, b in sorted((helpers or {}).items()) if n.endswith(".py")]
+    # one that does not tokenize (a lone `"""`) would swallow every file after it: those go last
+    rest.sort(key=lambda nt: bool(normalise(nt[1]).error))
+    return text + "".join(f"\n# ---- {name}\n{helper}" for name, helper in rest)

@@ -120,7 +120,8 @@ def lf(text: str) -> str:
 
 
 def normalise(source: str) -> Tokens:
-    """The normalised token stream of `source` (empty, with `error`, if it does not tokenize).
+    """The normalised token stream of `source`; where it stops tokenizing (an unterminated string,
+    say), the lines before that point, with `error` set.
 
     Padding cannot push code out of sight: a logical line keeps at most LINE_MAX tokens, and past
     FREE_TOKENS a line shaped like SEEN_MAX lines before it is skipped (a 50,000-token list of
@@ -144,7 +145,7 @@ def normalise(source: str) -> Tokens:
                 out.truncated = True
                 break
     except (tokenize.TokenError, IndentationError, SyntaxError) as exc:
-        return Tokens(error=f"cannot tokenize: {exc}")
+        out.error = f"cannot tokenize: {exc}"  # what came before the error is still compared
     return out
 
 

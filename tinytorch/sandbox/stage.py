@@ -32,7 +32,7 @@ MAX_SCAN = 4096  # folder entries looked at in one submission
 # internal_links walks a whole class folder: a link hidden past one submission's bounds (12
 # levels down, behind 4,100 files, in .git) once got a classmate's own file refused
 CLASS_MAX_DEPTH = 1024
-CLASS_MAX_SCAN = 200_000  # entries: about 0.5 s and 60 MB of lstat results
+CLASS_MAX_SCAN = 200_000  # entries: about 0.5 s of lstat; only files with several names are kept
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -135,10 +135,25 @@ class Entry:
 
 @dataclass
 class Scan:
-    """What a folder holds: its regular files (sorted by path) and what was passed over."""
+    """What a folder holds: its regular files (sorted by path) and what was passed over. Given
+    `on_file`, each regular file goes to it instead and nothing is kept (a class folder is
+    walked so, where one student's entry can hold 200,000 names of 250 KB each)."""
 
     files: list[Entry] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    cut: bool = False  # some folder went unseen: past the bounds, or it could not be read
+    on_file: Callable[[str, os.stat_result], None] | None = field(default=None, repr=False)
+
+    def file(self, path: str, st: os.stat_result) -> None:
+        if self.on_file is None:
+            self.files.append(Entry(path, st))
+        else:
+            self.on_file(path, st)
+
+    def skip(self, why: str, *, unseen: bool = False) -> None:
+        self.cut = self.cut or unseen
+        if self.on_file is None:
+            self.skipped.append(why)
 
 
 def _skip_dir(name: str) -> bool:
@@ -151,12 +166,13 @@ def scan(
     max_depth: int = MAX_DEPTH,
     max_entries: int = MAX_SCAN,
     every_dir: bool = False,
+    on_file: Callable[[str, os.stat_result], None] | None = None,
 ) -> Scan:
     """Every regular file under `folder`, iteratively, following no link and opening no file;
     links, special files, folders past `max_depth` and entries past `max_entries` are named in
     `skipped`; __pycache__, .git and .ipynb_checkpoints are passed over unless `every_dir`.
-    Raises StageError when `folder` itself cannot be opened as a folder."""
-    out = Scan()
+    on_file: see Scan. Raises StageError when `folder` itself cannot be opened as a folder."""
+    out = Scan(on_file=on_file)
     try:
         root = os.open(os.fspath(folder), _DIR)
     except OSError as exc:
@@ -171,7 +187,7 @@ def scan(
                 for entry in entries:
                     seen += 1
                     if seen > max_entries:
-                        out.skipped.append(f"{rel or '.'}: past {max_entries} entries, the rest")
+                        out.skip(f"{rel or '.'}: past {max_entries} entries, the rest", unseen=True)
                         break
                     sub = _one(fd, entry, f"{rel}{entry.name}", depth, max_depth, out, every_dir)
                     if sub is not None:
@@ -192,7 +208,7 @@ def _listing(fd: int, rel: str, out: Scan) -> list[os.DirEntry[str]]:
         with os.scandir(fd) as it:
             return sorted(it, key=lambda e: e.name)
     except OSError as exc:
-        out.skipped.append(f"{rel or '.'}: cannot be listed ({exc.strerror or exc})")
+        out.skip(f"{rel or '.'}: cannot be listed ({exc.strerror or exc})", unseen=True)
         return []
 
 
@@ -211,35 +227,58 @@ def _one(
     except OSError:
         return None
     if stat.S_ISREG(st.st_mode):
-        out.files.append(Entry(path, st))
+        out.file(path, st)
     elif not stat.S_ISDIR(st.st_mode):
-        out.skipped.append(f"{path}: {_kind(st.st_mode)}, not a regular file")
+        out.skip(f"{path}: {_kind(st.st_mode)}, not a regular file")
     elif _skip_dir(entry.name) and not every_dir:
         pass
     elif depth + 1 > max_depth:  # max_depth 0: only the folder's own files are wanted
         if max_depth:
-            out.skipped.append(f"{path}/: deeper than {max_depth} folder levels")
+            out.skip(f"{path}/: deeper than {max_depth} folder levels", unseen=True)
     else:
         try:
             return os.open(entry.name, _DIR, dir_fd=fd)
         except OSError as exc:
-            out.skipped.append(f"{path}/: cannot be opened ({exc.strerror or exc})")
+            out.skip(f"{path}/: cannot be opened ({exc.strerror or exc})", unseen=True)
     return None
 
 
-def internal_links(folder: str | os.PathLike[str]) -> dict[tuple[int, int, int], list[str]]:
-    """The files under `folder` with more than one link whose every name the bounded scan found
-    inside it: (st_dev, st_ino, st_nlink) -> their paths relative to `folder`. Reading one reads
-    nothing from outside the folder, so a class folder where a student's archive hard-linked a
-    classmate's file (tar does so without a word) stages both, rather than refusing the
-    classmate's own file."""
-    names: dict[tuple[int, int, int], list[str]] = {}
-    found = scan(folder, max_depth=CLASS_MAX_DEPTH, max_entries=CLASS_MAX_SCAN, every_dir=True)
-    for entry in found.files:
-        if entry.st.st_nlink > 1:
-            key = (entry.st.st_dev, entry.st.st_ino, entry.st.st_nlink)
-            names.setdefault(key, []).append(entry.rel)
-    return {key: rels for key, rels in names.items() if len(rels) == key[2]}
+@dataclass
+class Linked:
+    """A file with more than one name in a class folder."""
+
+    entries: set[str] = field(default_factory=set)  # the class folder's entries holding a name
+    names: list[str] = field(default_factory=list)  # the first SHOWN_NAMES names, shortened
+    seen: int = 0  # names found
+
+
+SHOWN_NAMES = 4
+
+
+def internal_links(
+    folder: str | os.PathLike[str],
+) -> tuple[dict[tuple[int, int, int], Linked], bool]:
+    """(the files under `folder` with more than one link that may be read, whether the class
+    scan was cut short). Keys are (st_dev, st_ino, st_nlink). A file qualifies when every name
+    of it was found inside `folder` (a student's archive hard-linked a classmate's file: tar does
+    so without a word), or when the scan was cut (past CLASS_MAX_DEPTH or CLASS_MAX_SCAN, or an
+    unreadable folder), where its other names may lie: a link hidden there must not get a
+    classmate's own file refused. Reading such a file reads the class folder's own bytes; root
+    changes the owner of no original (hand_over gives only its copies away)."""
+    linked: dict[tuple[int, int, int], Linked] = {}
+
+    def visit(rel: str, st: os.stat_result) -> None:
+        if st.st_nlink > 1:
+            one = linked.setdefault((st.st_dev, st.st_ino, st.st_nlink), Linked())
+            one.seen += 1
+            one.entries.add(rel.split("/", 1)[0])
+            if len(one.names) < SHOWN_NAMES:
+                one.names.append(rel if len(rel) <= 120 else f"{rel[:57]}...{rel[-60:]}")
+
+    found = scan(
+        folder, max_depth=CLASS_MAX_DEPTH, max_entries=CLASS_MAX_SCAN, every_dir=True, on_file=visit
+    )
+    return {k: v for k, v in linked.items() if v.seen == k[2] or found.cut}, found.cut
 
 
 def read_under(
