@@ -31,7 +31,7 @@ import psutil
 
 from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.scoring import Points, load_points
-from tinytorch.classroom.submissions import find_module
+from tinytorch.classroom.submissions import snapshot
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
 from tinytorch.render.safe_text import clean_tree
 from tinytorch.sandbox import stage
@@ -158,17 +158,17 @@ def grade_platform_submission(
     folder: Path, *, part_b: bool = False, wall_timeout: float = WALL_LIMIT_S
 ) -> tuple[dict[str, Any], str]:
     """Grade the submission found in `folder` (any accepted format); (doc, how it was run)."""
-    impl, why = find_module(folder, notebook=True) if folder.is_dir() else (None, "")
-    if impl is None:
-        return error_doc(str(folder), "INCOMPLETE", why or f"no submission folder {folder}"), ""
+    if not folder.is_dir() or folder.is_symlink():
+        return error_doc(str(folder), "INCOMPLETE", f"no submission folder {folder}"), ""
+    # Read once (tinytorch.sandbox.stage: regular files only, never through a link, within the
+    # caps) and chosen by the one rule (tinytorch.classroom.choose) from those bytes; the folder
+    # holding the chosen file travels with it (a helper module beside it still imports), and the
+    # sandbox hands its own copy of them to the student's uid.
+    staged = snapshot(folder)
+    if isinstance(staged, str):
+        return error_doc(folder.name, "INCOMPLETE", staged), ""
+    impl = folder / (staged.chosen or "")
     how = who_grades()
-    try:
-        # The folder holding the file travels with it (a helper module beside it still imports),
-        # staged (tinytorch.sandbox.stage): regular files only, never through a link, within the
-        # caps; the sandbox hands its own copy of them to the student's uid.
-        staged = stage.collect(impl.parent, main=impl.name)
-    except stage.StageError as exc:
-        return error_doc(impl.name, "NOT_PASSED", f"not graded: {exc}"), how
     private = Path(tempfile.mkdtemp(prefix="tinytorch-grade-"))
     try:
         (private / "submission").mkdir(mode=0o700)
@@ -187,6 +187,7 @@ def grade_platform_submission(
             env=env,
         )
         doc["impl"] = impl.name
+        doc["graded_file"] = staged.chosen
         doc.setdefault("warnings", [])
         if staged.note():
             doc["warnings"].append(staged.note())

@@ -36,6 +36,7 @@ import os
 import queue
 import shutil
 import signal
+import tempfile
 import threading
 import time
 import tokenize
@@ -185,22 +186,24 @@ def _seed_of(doc: dict[str, Any]) -> int | None:
 
 def _snapshot(sub: Submission, inside: stage.Links = False) -> stage.Staged | str:
     """What this student is graded on, read once (tinytorch.sandbox.stage: regular files only,
-    no link followed, within the caps): the file, and for a folder submission the `.py` helpers
-    beside it. A str says why the file itself is not graded (e.g. "file too large").
+    no link followed, within the caps): the file, or for a folder submission what discover read
+    (the chosen file and the `.py` helpers beside it). A str says why the file itself is not
+    graded (e.g. "file too large"). Nothing after this opens the student's files again.
     inside: the files with several names that may be read (stage.internal_links)."""
     if sub.impl is None:
         return sub.problem or "nothing to grade"
+    if sub.staged is not None:
+        return sub.staged
     try:
         if sub.entry.is_dir() and not sub.entry.is_symlink():
-            return stage.collect(
-                sub.impl.parent,
-                main=sub.impl.name,
-                keep=lambda e: "/" not in e.rel and e.name.endswith(".py"),
-                max_depth=0,
-                hard_links=inside,
-            )
+            from tinytorch.classroom.choose import keep_candidates, submission
+
+            return submission(stage.collect(sub.entry, keep=keep_candidates, hard_links=inside))
         blob = stage.read_file(sub.impl, hard_links=inside)
-        return stage.Staged(files=[sub.impl.name], blobs={sub.impl.name: blob})
+        return stage.Staged(
+            files=[sub.impl.name], blobs={sub.impl.name: blob}, main=sub.impl.name,
+            chosen=sub.impl.name,
+        )  # fmt: skip
     except OSError as exc:
         return str(exc)
 
@@ -227,7 +230,7 @@ def grade_class(
     out: str | Path,
     *,
     jobs: int | None = None,
-    notebook: bool = False,
+    notebook: bool = True,
     part_b: bool = False,
     force: bool = False,
     case_timeout: float | None = None,
@@ -241,7 +244,8 @@ def grade_class(
     PASSes), then `progress(student, doc, tally)` per graded student, the tally updated.
     """
     skipped: list[str] = []
-    subs = discover(submissions, notebook=notebook, skipped=skipped)
+    inside, cut = stage.internal_links(submissions)  # hard links that may be read
+    subs = discover(submissions, skipped=skipped, hard_links=set(inside))
     out = Path(out)
     results, logs, work = out / "results", out / "logs", out / ".work"
     for d in (results, logs):
@@ -254,7 +258,6 @@ def grade_class(
         notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
     )
     todo: list[tuple[Submission, stage.Staged | str]] = []
-    inside, cut = stage.internal_links(submissions)  # hard links that may be read
     shared = _shared_files(inside, {sub.entry.name: sub.student for sub in subs})
     run.warnings += sorted(set(shared.values()))
     if cut:
@@ -334,6 +337,7 @@ def grade_class(
             groups.clear(slot)  # whatever the student left running, before the next one
             slots.put(slot)
         doc["impl"] = str(sub.impl)
+        doc["graded_file"] = blob.chosen or sub.impl.name
         for note in (blob.note(), shared.get(sub.student, "")):
             if note:
                 doc.setdefault("warnings", []).append(note)
@@ -541,18 +545,30 @@ def _as_imported(blob: bytes) -> str:
 
 def _source(sub: Submission, main: bytes, helpers: dict[str, bytes] | None = None) -> str:
     """What similarity compares: the source the student's process runs, read from what was
-    staged (`main`, the graded file; `helpers`, a folder submission's other files). A notebook or
-    a .py with nbdev markers: its exported cells (has_nbdev_markers decides, on the file read as
-    UTF-8, as the child's loader does); any other .py as import reads it. A folder submission's
-    helper files follow, each under a comment naming it: code moved into a helper is compared
-    too (red-teaming: a reference copy in kernels.py, imported by acceleration.py, went unseen)."""
+    staged (`main`, the graded file; `helpers`, a folder submission's other files), never from the
+    student's path again (a file swapped after grading must not be what similarity reads). A
+    notebook or a .py with nbdev markers: its exported cells (has_nbdev_markers decides, on the
+    file read as UTF-8, as the child's loader does); any other .py as import reads it. A folder
+    submission's helper files follow, each under a comment naming it: code moved into a helper
+    is compared too (red-teaming: a reference copy in kernels.py, imported by acceleration.py,
+    went unseen)."""
     if sub.impl is None:
         return ""
     if sub.impl.suffix == ".ipynb" or has_nbdev_markers(main.decode("utf-8", errors="replace")):
-        text = source_text(sub.impl)
+        text = _exported_from_bytes(sub.impl.name, main)
     else:
         text = _as_imported(main)
     rest = [(n, _as_imported(b)) for n, b in sorted((helpers or {}).items()) if n.endswith(".py")]
     # one that does not tokenize (a lone `"""`) would swallow every file after it: those go last
     rest.sort(key=lambda nt: bool(normalise(nt[1]).error))
     return text + "".join(f"\n# ---- {name}\n{helper}" for name, helper in rest)
+
+
+def _exported_from_bytes(name: str, blob: bytes) -> str:
+    """A notebook's (or marked percent file's) exported source, from the staged bytes: written to
+    a private folder of ours and read there (source_text), so the student's path is not opened."""
+    with tempfile.TemporaryDirectory(prefix="tt-similarity-") as tmp:
+        os.chmod(tmp, 0o700)
+        path = Path(tmp) / name
+        path.write_bytes(blob)
+        return source_text(path)

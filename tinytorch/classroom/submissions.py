@@ -1,7 +1,7 @@
 """A class folder: one entry per student, resolved to the file the milestone grades.
 
-An entry is a `.py` file, a `.ipynb` notebook (with `notebook=True`), or a folder holding
-`acceleration.py` (or, with `notebook=True`, one notebook). The student id is the entry's name
+An entry is a `.py` file, a `.ipynb` notebook, or a folder, whose graded file is chosen by the
+one rule of tinytorch.classroom.choose (read once: the folder's files are staged here). The student id is the entry's name
 (without its suffix). Anything else is listed as not a submission, with the reason.
 """
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinytorch.sandbox import stage
-from tinytorch.sandbox.child.load import MODULE_FILE
 
 MAX_ID = 128  # results/<id>.json, logs/<id>.side-by-side.log and their temporary names stay
 # well under a file name's 255 bytes (a 250-character name once stopped a class run)
@@ -28,6 +27,7 @@ class Submission:
     entry: Path
     impl: Path | None  # None: nothing gradeable was found (see `problem`)
     problem: str = ""
+    staged: stage.Staged | None = None  # a folder's files, read once when it was resolved
 
     @property
     def kind(self) -> str:
@@ -46,33 +46,32 @@ class Submission:
             return 0.0
 
 
-def find_module(folder: Path, *, notebook: bool) -> tuple[Path | None, str]:
-    """The gradeable file inside a submission folder, searched by a bounded scan that follows no
-    link and opens nothing (stage.scan); (None, why) if none. Links and special files are never
-    graded."""
+def find_module(folder: Path, *, notebook: bool = True) -> tuple[Path | None, str]:
+    """The graded file of a submission folder, chosen by the one rule (classroom.choose) from
+    what was read once (`snapshot`); (None, why) if none. Links and special files are never read.
+    `notebook` is kept for callers; notebooks are always candidates."""
+    staged = snapshot(folder)
+    if isinstance(staged, str):
+        return None, staged
+    return folder / (staged.chosen or ""), ""
+
+
+def snapshot(folder: Path, hard_links: stage.Links = False) -> stage.Staged | str:
+    """A folder submission read once (stage.collect: regular files only, no link followed, within
+    the caps): its .py and .ipynb files, reduced to the chosen file and the .py files beside it
+    (choose.submission); a str says why nothing is graded."""
+    from tinytorch.classroom.choose import keep_candidates, submission
+
     try:
-        files = stage.scan(folder).files
+        found = stage.collect(folder, keep=keep_candidates, hard_links=hard_links)
     except stage.StageError as exc:
-        return None, str(exc)
-    found = [e.rel for e in files if e.name == MODULE_FILE]
-    if found:
-        return folder / found[0], ""
-    py = [e.rel for e in files if e.name.endswith(".py")]
-    if len(py) == 1:
-        return folder / py[0], ""
-    if notebook:
-        nbs = [e.rel for e in files if e.name.endswith(".ipynb")]
-        if len(nbs) == 1:
-            return folder / nbs[0], ""
-        if len(nbs) > 1:
-            return None, f"{len(nbs)} notebooks and no {MODULE_FILE}: cannot tell which to grade"
-    if len(py) > 1:
-        return None, f"{len(py)} .py files and none named {MODULE_FILE}"
-    what = f"{MODULE_FILE}, a .py file or a notebook" if notebook else f"{MODULE_FILE}"
-    return None, f"no {what} in the folder"
+        return str(exc)
+    return submission(found)
 
 
-def resolve_entry(entry: Path, *, notebook: bool) -> Submission | None:
+def resolve_entry(
+    entry: Path, *, notebook: bool = True, hard_links: stage.Links = False
+) -> Submission | None:
     """One folder entry as a Submission; None for entries that are not student submissions."""
     if entry.name.startswith((".", "_")):
         return None
@@ -81,8 +80,10 @@ def resolve_entry(entry: Path, *, notebook: bool) -> Submission | None:
     except OSError:
         return None
     if stat.S_ISDIR(st.st_mode):
-        impl, why = find_module(entry, notebook=notebook)
-        return Submission(entry.name, entry, impl, why)
+        staged = snapshot(entry, hard_links)
+        if isinstance(staged, str):
+            return Submission(entry.name, entry, None, staged)
+        return Submission(entry.name, entry, entry / (staged.chosen or ""), staged=staged)
     if entry.suffix in (".py", ".ipynb") and stat.S_ISLNK(st.st_mode):
         why = "a symbolic link, not a file: copy the submission itself into the folder"
         return Submission(entry.stem, entry, None, why)
@@ -91,14 +92,16 @@ def resolve_entry(entry: Path, *, notebook: bool) -> Submission | None:
     if entry.suffix == ".py":
         return Submission(entry.stem, entry, entry)
     if entry.suffix == ".ipynb":
-        if notebook:
-            return Submission(entry.stem, entry, entry)
-        return Submission(entry.stem, entry, None, "a notebook: grade notebooks with --notebook")
+        return Submission(entry.stem, entry, entry)
     return None
 
 
 def discover(
-    folder: str | Path, *, notebook: bool = False, skipped: list[str] | None = None
+    folder: str | Path,
+    *,
+    notebook: bool = True,
+    skipped: list[str] | None = None,
+    hard_links: stage.Links = False,
 ) -> list[Submission]:
     """Every student entry of `folder`, sorted by student id; raises ValueError on a bad folder.
 
@@ -107,7 +110,7 @@ def discover(
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"SUBMISSIONS: {folder} is not a folder (expected one entry per student)")
-    found = [s for e in sorted(folder.iterdir()) if (s := resolve_entry(e, notebook=notebook))]
+    found = [s for e in sorted(folder.iterdir()) if (s := resolve_entry(e, hard_links=hard_links))]
     subs: list[Submission] = []
     for s in found:
         # logs/<id>.side-by-side.log is another student's log when regraded alone

@@ -1,6 +1,6 @@
 """`tito grade-class`: grade a whole class folder in parallel (see tinytorch/classroom).
 
-    tito grade-class SUBMISSIONS --out DIR [--jobs N] [--notebook] [--part-b] [--force]
+    tito grade-class SUBMISSIONS --out DIR [--jobs N] [--part-b] [--force]
                      [--points FILE] [--timeout S] [--wall-timeout S]
 
 Exit status: 0 every student graded (whatever their verdicts), 2 usage error, 130 interrupted.
@@ -53,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
             out,
             points=points,
             jobs=jobs,
-            notebook=args.notebook,
             part_b=args.part_b,
             force=args.force,
             case_timeout=args.timeout,
@@ -74,10 +73,22 @@ def run(args: argparse.Namespace) -> int:
     for row in result.rows:
         counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
     print(f"{len(result.rows)} students: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))  # fmt: skip
+    for student, why in not_graded(result.run.docs):
+        print(f"not graded: {clean(student)}: {clean(why)}")
     print(f"{len(result.flags)} similarity flags")
     print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in result.phases.items()))
     print(f"wrote {out / 'gradebook.csv'}, {result.report} and {out / 'results'}/")
     return EXIT_INTERRUPTED if result.run.interrupted else EXIT_OK
+
+
+def not_graded(docs: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """(student, why) for each student whose submission was not graded: no file chosen, a file
+    refused, or a grader error (their row's points are 0 of the maximum)."""
+    out = []
+    for student, doc in sorted(docs.items()):
+        if doc.get("verdict") == "ERROR" or (not doc.get("graded_file") and doc.get("error")):
+            out.append((student, str(doc.get("error") or doc.get("verdict") or "no result")))
+    return out
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +100,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="where results and reports go")
     p.add_argument("--jobs", type=positive(int), metavar="N", help="parallel students "
                    "(default: the usable CPUs)")  # fmt: skip
-    p.add_argument("--notebook", action="store_true", help="also grade .ipynb submissions")
+    p.add_argument("--notebook", action="store_true",
+                   help="kept for old scripts: notebooks are graded by default")  # fmt: skip
     p.add_argument("--part-b", action="store_true", help="also run the Part B timings")
     p.add_argument("--force", action="store_true", help="regrade students already graded")
     p.add_argument("--points", metavar="FILE", help="points per case/check (TOML or JSON)")

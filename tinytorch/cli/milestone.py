@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from tinytorch.cli.validate import megabytes, positive_seconds
@@ -51,29 +52,18 @@ def exit_code(verdict: str) -> int:
     return codes.get(verdict, EXIT_ERROR)
 
 
-# The files a Module 17 folder may hold, in the course's names: a folder names exactly one.
-FOLDER_CANDIDATES = ("acceleration.py", "acceleration.ipynb")
-
-
 def folder_impl(impl: str) -> tuple[str, str | None]:
-    """(the file to grade, None) for a folder that holds exactly one Module 17 file; (impl, why)
-    for a folder with none or several, said in one line; (impl, None) for anything else."""
+    """(the file to grade, None) for a folder, chosen by the one rule every route uses
+    (tinytorch.classroom.choose: acceleration.py or .ipynb, else the only file that defines the
+    graded functions); (impl, why) when the rule names none; (impl, None) for anything else."""
     if not os.path.isdir(impl):
         return impl, None
-    found = [
-        os.path.join(impl, n) for n in FOLDER_CANDIDATES if os.path.isfile(os.path.join(impl, n))
-    ]
-    if len(found) == 1:
-        return found[0], None
-    if found:
-        return impl, (
-            f"--impl: the folder {impl!r} holds {' and '.join(FOLDER_CANDIDATES)}: name the one "
-            "to grade"
-        )
-    return impl, (
-        f"--impl: the folder {impl!r} holds no {' nor '.join(FOLDER_CANDIDATES)}: name your "
-        "Module 17 file"
-    )
+    from tinytorch.classroom.submissions import snapshot
+
+    staged = snapshot(Path(impl))
+    if isinstance(staged, str):
+        return impl, f"--impl: the folder {impl!r}: {staged}"
+    return os.path.join(impl, staged.chosen or ""), None
 
 
 def missing_impl(impl: str) -> str | None:

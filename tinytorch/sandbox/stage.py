@@ -321,6 +321,8 @@ class Staged:
     files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)  # rel -> bytes, for `write`
+    main: str | None = None  # the graded file among `files`, once chosen
+    chosen: str | None = None  # the graded file's path in the submission as handed in
 
     def note(self) -> str:
         """One line for a result's warnings: what was not staged, or ""."""

@@ -1,0 +1,117 @@
+"""One rule chooses the graded file of a folder, for every route (tinytorch.classroom.choose):
+acceleration.py or .ipynb wins, else the only file that defines the graded names, else a named
+error listing the candidates. The choice is made on the bytes read once, and every output names
+the file that was graded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tinytorch.classroom import choose
+from tinytorch.classroom.submissions import discover, find_module
+from tinytorch.cli.milestone import folder_impl
+from tinytorch.sandbox import stage
+
+REFERENCE = Path(__file__).resolve().parents[1] / "tinytorch" / "perf" / "acceleration.py"
+TEST_MINE = "from acceleration import tiled_matmul\n\ndef test_mine():\n    assert tiled_matmul\n"
+
+
+def _notebook(source: str) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("#| export\n" + source)]
+    return nbformat.writes(nb)
+
+
+def _folder(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def _chosen(files: dict[str, str]) -> tuple[str | None, str]:
+    staged = stage.Staged(blobs={k: v.encode() for k, v in files.items()})
+    return choose.choose(staged)
+
+
+def test_the_course_file_wins_over_a_students_test_script() -> None:
+    ref = REFERENCE.read_text()
+    assert _chosen({"acceleration.ipynb": _notebook(ref), "test_mine.py": TEST_MINE}) == (
+        "acceleration.ipynb",
+        "",
+    )
+    assert _chosen({"acceleration.py": ref, "acceleration.ipynb": _notebook(ref)})[0] == (
+        "acceleration.py"
+    )
+
+
+def test_a_scratch_notebook_beside_the_course_notebook_is_not_graded() -> None:
+    ref = REFERENCE.read_text()
+    files = {"acceleration.ipynb": _notebook(ref), "scratch.ipynb": _notebook(ref)}
+    assert _chosen(files) == ("acceleration.ipynb", "")
+
+
+def test_otherwise_the_only_file_that_defines_the_graded_names_is_graded() -> None:
+    ref = REFERENCE.read_text()
+    assert _chosen({"module17.py": ref, "test_mine.py": TEST_MINE, "notes.py": "x = 1\n"}) == (
+        "module17.py",
+        "",
+    )
+
+
+def test_otherwise_a_named_error_lists_the_candidates() -> None:
+    ref = REFERENCE.read_text()
+    chosen, why = _chosen({"a.py": ref, "b.ipynb": _notebook(ref), "c.py": "x = 1\n"})
+    assert chosen is None
+    assert "a.py" in why and "b.ipynb" in why and "c.py" not in why
+    chosen, why = _chosen({"c.py": "x = 1\n"})
+    assert chosen is None and "c.py" in why and "tiled_matmul" in why
+    chosen, why = _chosen({"x/acceleration.py": ref, "y/acceleration.py": ref})
+    assert chosen is None and "x/acceleration.py" in why and "y/acceleration.py" in why
+
+
+def test_the_shallowest_course_file_wins() -> None:
+    ref = REFERENCE.read_text()
+    assert _chosen({"old/acceleration.py": ref, "acceleration.py": ref})[0] == "acceleration.py"
+    assert _chosen({"src/acceleration.py": ref, "README.py": ""})[0] == "src/acceleration.py"
+
+
+def test_every_route_makes_the_same_choice(tmp_path: Path) -> None:
+    """tito milestone run --impl DIR, the class grader and the platforms (find_module)."""
+    ref = REFERENCE.read_text()
+    folder = _folder(
+        tmp_path / "class" / "alice",
+        {"acceleration.ipynb": _notebook(ref), "scratch.ipynb": _notebook(ref), "t.py": TEST_MINE},
+    )
+    assert folder_impl(str(folder)) == (str(folder / "acceleration.ipynb"), None)
+    assert find_module(folder) == (folder / "acceleration.ipynb", "")
+    (sub,) = discover(tmp_path / "class")
+    assert sub.impl == folder / "acceleration.ipynb" and sub.problem == ""
+    assert sub.staged is not None and sub.staged.chosen == "acceleration.ipynb"
+    assert "scratch.ipynb" not in sub.staged.blobs  # the graded file and its .py helpers only
+
+
+def test_a_notebook_entry_is_graded_without_a_flag(tmp_path: Path) -> None:
+    _folder(tmp_path, {"bob.ipynb": _notebook(REFERENCE.read_text())})
+    (sub,) = discover(tmp_path)
+    assert sub.impl == tmp_path / "bob.ipynb" and sub.problem == ""
+
+
+COURSE = Path(__file__).parent / "course" / "course_module.py"  # an honest Module 17
+
+
+@pytest.mark.slow
+def test_gradescope_grades_the_notebook_not_the_test_script(tmp_path: Path) -> None:
+    """Before: graded on test_mine.py, INCOMPLETE 2/60, and results.json never named the file."""
+    from tinytorch.classroom.autograder import grade_platform_submission
+
+    folder = _folder(
+        tmp_path / "submission",
+        {"acceleration.ipynb": _notebook(COURSE.read_text()), "test_mine.py": TEST_MINE},
+    )
+    doc, _how = grade_platform_submission(folder)
+    assert doc["graded_file"] == "acceleration.ipynb"
+    assert doc["verdict"] == "PASS", doc.get("error")

@@ -1,0 +1,129 @@
+"""Choosing the graded file of a folder submission: one rule for every route.
+
+`tito milestone run --impl DIR`, `tito grade-class`, Gradescope and PrairieLearn all choose with
+`choose`, from bytes already read (a `stage.Staged`: the submission is read once, and the choice
+is made on the same bytes that are graded):
+
+1. `acceleration.py`, else `acceleration.ipynb` (the course's Module 17 file) wins, the shallowest
+   one; two at the same depth is the error of rule 3;
+2. otherwise the only `.py` or `.ipynb` file whose top level defines a graded name (a `def`, a
+   `class` or an assignment of `tiled_matmul`, ...; an import is not a definition): a student's
+   own `test_mine.py` that imports and calls them is not a candidate;
+3. otherwise no file is graded, and the reason lists the candidates.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Collection
+
+from tinytorch.milestone07.cases import CONV_FUNCTION, FUNCTIONS
+from tinytorch.sandbox import stage
+
+PREFERRED = ("acceleration.py", "acceleration.ipynb")  # in this order, at the same depth
+SUFFIXES = (".py", ".ipynb")
+GRADED_NAMES = frozenset((*FUNCTIONS, CONV_FUNCTION))
+MAX_LISTED = 6  # candidates named in an error; the rest are counted
+
+
+def _depth(rel: str) -> int:
+    return rel.count("/")
+
+
+def _code_of(rel: str, blob: bytes) -> list[str]:
+    """The Python sources of a file: a .py whole, or each code cell of a notebook."""
+    text = blob.decode("utf-8", errors="replace")
+    if not rel.endswith(".ipynb"):
+        return [text]
+    try:
+        cells = json.loads(text).get("cells", [])
+    except (ValueError, AttributeError):
+        return []
+    out = []
+    for cell in cells if isinstance(cells, list) else []:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            src = cell.get("source", "")
+            out.append("".join(src) if isinstance(src, list) else str(src))
+    return out
+
+
+def defined_names(rel: str, blob: bytes) -> set[str]:
+    """The names the top level of a .py (or of a notebook's code cells) defines (def, class,
+    assignment; imports are not definitions); a cell or file that does not parse defines nothing."""
+    names: set[str] = set()
+    for source in _code_of(rel, blob):
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _listed(rels: list[str]) -> str:
+    shown = ", ".join(rels[:MAX_LISTED])
+    return shown + (f" and {len(rels) - MAX_LISTED} more" if len(rels) > MAX_LISTED else "")
+
+
+def choose(staged: stage.Staged, names: Collection[str] = GRADED_NAMES) -> tuple[str | None, str]:
+    """(the graded file's path relative to the submission, "") or (None, why, candidates named)."""
+    files = sorted(r for r in staged.blobs if r.endswith(SUFFIXES))
+    for preferred in PREFERRED:
+        found = [r for r in files if r.rsplit("/", 1)[-1] == preferred]
+        if found:
+            top = min(_depth(r) for r in found)
+            found = [r for r in found if _depth(r) == top]
+            if len(found) == 1:
+                return found[0], ""
+            return None, (
+                f"{len(found)} files named {preferred} ({_listed(found)}): keep one, "
+                "or leave only one folder"
+            )
+    wanted = set(names)
+    defining = [r for r in files if defined_names(r, staged.blobs[r]) & wanted]
+    if len(defining) == 1:
+        return defining[0], ""
+    graded = ", ".join(sorted(wanted))
+    if defining:
+        return None, (
+            f"{len(defining)} files define the graded functions ({_listed(defining)}) and none "
+            f"is named {PREFERRED[0]} or {PREFERRED[1]}: rename the one to grade"
+        )
+    if files:
+        return None, (
+            f"no {PREFERRED[0]} or {PREFERRED[1]}, and none of {_listed(files)} defines any of "
+            f"{graded}"
+        )
+    return None, f"no {PREFERRED[0]}, {PREFERRED[1]} or other .py or .ipynb file in the folder"
+
+
+def keep_candidates(entry: stage.Entry) -> bool:
+    """What a folder submission stages: its .py and .ipynb files, at any depth within the caps."""
+    return entry.name.endswith(SUFFIXES)
+
+
+def submission(staged: stage.Staged, names: Collection[str] = GRADED_NAMES) -> stage.Staged | str:
+    """The chosen file's part of a staged folder, re-rooted at the chosen file's folder: the file
+    and the `.py` files beside it (its helpers, which it may import); a str says why none."""
+    chosen, why = choose(staged, names)
+    if chosen is None:
+        refused = [w for w in staged.skipped if w.split(":", 1)[0].rsplit("/", 1)[-1] in PREFERRED]
+        return f"not graded: {refused[0]}" if refused else why
+    folder, _, name = chosen.rpartition("/")
+    prefix = f"{folder}/" if folder else ""
+    blobs = {
+        rel.removeprefix(prefix): blob
+        for rel, blob in staged.blobs.items()
+        if rel.startswith(prefix)
+        and "/" not in rel.removeprefix(prefix)
+        and (rel == chosen or rel.endswith(".py"))
+    }
+    return stage.Staged(
+        files=sorted(blobs), skipped=list(staged.skipped), blobs=blobs, main=name, chosen=chosen
+    )
