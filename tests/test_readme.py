@@ -336,3 +336,39 @@ def test_the_prairielearn_info_json_snippet_names_our_entry_point():
         "prairielearn",
     )
     assert args.points.startswith("/grade/tests/")
+
+
+OUTPUT_FLAGS = ("--out", "--json", "--plots", "-o")  # each writes the path that follows it
+
+
+def _written_paths(line: str) -> list[str]:
+    """The concrete paths a command line writes (`--out my17`, `--json=r.json`); placeholders in
+    capitals (PATH, DIR, FILE) are the reader's to choose."""
+    words = line.replace("[", " ").replace("]", " ").replace("`", " ").split()
+    paths = []
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if flag in OUTPUT_FLAGS:
+            value = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+            if value and not value.isupper():
+                paths.append(value)
+    return paths
+
+
+def test_documented_commands_write_outside_the_checkout_or_into_ignored_paths():
+    """A student who runs a documented command from the checkout's root is left with no
+    untracked file (`tito release 17 --out my17`, `--json results.json`)."""
+    lines = [ln for _, block in fences("bash") for ln in commands(block)] + inline_commands()
+    written = sorted({p for line in lines for p in _written_paths(line)})
+    assert "my17" in written and "results.json" in written, written  # the scan finds them
+    inside = [p for p in written if not p.startswith(("/", "~", "$"))]
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        input="\n".join(q for p in inside for q in (p.rstrip("/"), p.rstrip("/") + "/")),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    ignored = {p.rstrip("/") for p in done.stdout.split()}  # as a file or as a folder
+    assert [p for p in inside if p.rstrip("/") not in ignored] == [], ".gitignore misses them"
