@@ -1,12 +1,17 @@
-"""The backward check: grad x, grad weight and grad bias of the student's Im2colConv2dFunction.
+"""The backward check: the output, grad x, grad weight and grad bias of Im2colConv2dFunction.
 
-The 30 gate cases grade the forward pass only. This check grades the course's differentiable
-path: it asks the sandbox to run `Im2colConv2dFunction.apply(x, weight, bias, stride=...,
-padding=...)` on Tensors that require grad and then `out.backward(g)` (the "grad" request), and
-compares the three gradients with float64 references on geometries that
-catch the usual bugs: stride 2 with padding (overlaps and the crop), a non-square input (square
-kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels that no
-window covers).
+The 30 gate cases grade the forward pass of im2col_conv2d only. This check grades the course's
+differentiable path: it asks the sandbox to run `Im2colConv2dFunction.apply(x, weight, bias,
+stride=..., padding=...)` on Tensors that require grad and then `out.backward(g)` (the "grad"
+request), and compares the output and the three gradients with float64 references, on geometries
+that catch the usual bugs: stride 2 with padding (overlaps and the crop), a non-square input
+(square kernels, as the gate's cases use), no bias, and a stride larger than the kernel (pixels
+that no window covers).
+
+Practice runs the four published GEOMETRIES. Grading adds HIDDEN_COUNT geometries drawn from the
+run's secret seed (`hidden_geometries`: stride 2 with padding on odd sizes, no bias, gaps; never a
+published input shape), in an order drawn from the same seed, so a backward special-cased on the
+published geometries, or on the order of its calls, fails.
 """
 
 from __future__ import annotations
@@ -15,23 +20,37 @@ from typing import Any
 
 import numpy as np
 
-from tinytorch.compare import all_within, compare, within
+from tinytorch.compare import GEMM_TOL, all_within, compare, within
 from tinytorch.milestone07.calls import StudentCalls, broken_check
-from tinytorch.milestone07.cases import CONV_FUNCTION
-from tinytorch.milestone07.references import out_size, ref_col2im, ref_conv2d_grads
+from tinytorch.milestone07.cases import CASES, CONV_FUNCTION
+from tinytorch.milestone07.references import (
+    out_size,
+    ref_col2im,
+    ref_conv2d,
+    ref_conv2d_grads,
+)
 from tinytorch.milestone07.results import CheckResult
 
 NAME, FN = "backward", "im2col_conv2d"  # FN: the graded function the check's failures blame
 CALL = f"{CONV_FUNCTION}.apply"  # what the check calls: the course's differentiable path
 BACKWARD_STUB = f"{CONV_FUNCTION}.backward"
 # (x shape, weight shape, stride, padding, bias?)
-GEOMETRIES = (
+Geometry = tuple[tuple[int, int, int, int], tuple[int, int, int, int], int, int, bool]
+GEOMETRIES: tuple[Geometry, ...] = (
     ((2, 3, 7, 7), (4, 3, 3, 3), 2, 1, True),  # stride 2 + padding: overlaps, crop
     ((1, 2, 6, 9), (3, 2, 3, 3), 1, 0, True),  # non-square input
     ((2, 2, 5, 6), (3, 2, 3, 3), 1, 2, False),  # no bias, wide padding
     ((1, 1, 8, 7), (2, 1, 2, 2), 3, 0, True),  # stride > kernel: gaps nobody covers
 )
 GRAD_TOL = (1e-4, 1e-4)  # (rtol, atol): a few float32 sums of O(10) products each
+OUT_TOL = GEMM_TOL  # the output of apply: the same convolution the gate's cases grade
+
+# Grading mode: geometries drawn from the secret seed, besides the published four.
+HIDDEN_COUNT = 3
+HIDDEN_KINDS = ("stride2_padded", "no_bias", "gaps")  # one draw of each, in this order
+_HIDDEN_STREAM = 0x4257_4B44  # "BWKD": apart from the data, the hidden cases and the call order
+_ORDER_STREAM = 0x4257_4F52  # "BWOR": the order the published and hidden geometries run in
+_DATA_STREAM = 31  # the inputs and grad_output of every geometry (practice's seed 0 replays)
 
 LESSONS = {
     "x": (
@@ -51,6 +70,12 @@ LESSONS = {
         "Im2colConv2dFunction.apply(x, weight, bias, stride=..., padding=...) must return the "
         "Tensor that Function.apply makes (it records the node), so that backward() reaches your "
         "Function's backward. (im2col_conv2d itself may stay inference only, as in the course.)"
+    ),
+    "output": (
+        "Im2colConv2dFunction.apply must return the convolution itself, as im2col_conv2d does: "
+        "forward(x, weight, bias) = im2col(x) @ weight.reshape(O, -1).T (+ bias), reshaped to "
+        "(N, oh, ow, O) and transposed to (N, O, oh, ow). A right backward does not make up for "
+        "a wrong or empty forward."
     ),
     "forward": (
         "Im2colConv2dFunction.apply raised before backward ran, on inputs that require grad (the "
@@ -75,6 +100,61 @@ _GRADIENTS_MISFIT = ".backward returned"
 TITLES = {"x": "grad x", "weight": "grad weight", "bias": "grad bias"}
 
 
+def _published_shapes() -> set[tuple[int, ...]]:
+    """The input shapes any published problem uses: this check's and the gate's convolutions."""
+    shapes = {x_shape for x_shape, *_ in GEOMETRIES}
+    shapes |= {tuple(c.params["x_shape"]) for c in CASES if "x_shape" in c.params}
+    return shapes
+
+
+def _odd(rng: np.random.Generator, low: int, high: int) -> int:
+    """An odd size in [low, high] (low <= high, the range holds an odd number)."""
+    return int(rng.choice([v for v in range(low, high + 1) if v % 2]))
+
+
+def _draw(rng: np.random.Generator, kind: str) -> Geometry:
+    """One hidden geometry of `kind` (HIDDEN_KINDS): square kernels, odd non-square inputs."""
+    k = int(rng.integers(3 if kind == "stride2_padded" else 2, 5))  # 2..4
+    if kind == "stride2_padded":  # k > stride: overlapping windows, and a crop on both sides
+        stride, padding, bias = 2, int(rng.integers(1, k)), bool(rng.integers(0, 2))
+    elif kind == "no_bias":  # backward's gradient for a None input
+        stride, padding, bias = int(rng.integers(1, 4)), int(rng.integers(0, k)), False
+    else:  # "gaps": a stride larger than the kernel leaves pixels no window covers
+        stride, padding, bias = k + int(rng.integers(1, 3)), int(rng.integers(0, k)), True
+    h = _odd(rng, k + 2 if k % 2 else k + 1, 13)
+    w = h
+    while w == h:
+        w = _odd(rng, k + 2 if k % 2 else k + 1, 13)
+    n, c, o = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 5))
+    return (n, c, h, w), (o, c, k, k), stride, padding, bias
+
+
+def hidden_geometries(seed: int) -> tuple[Geometry, ...]:
+    """Grading mode's backward geometries, drawn from `seed`: one of each of HIDDEN_KINDS
+    (stride 2 with padding, no bias, a stride past the kernel), odd and non-square, and never an
+    input shape a published problem uses. Same seed, same geometries (a report's seed replays)."""
+    rng = np.random.default_rng([seed, _HIDDEN_STREAM])
+    published = _published_shapes()
+    out = []
+    for kind in HIDDEN_KINDS:
+        geometry = _draw(rng, kind)
+        while geometry[0] in published:
+            geometry = _draw(rng, kind)
+        out.append(geometry)
+    return tuple(out)
+
+
+def geometries(seed: int, grading: bool) -> list[tuple[Geometry, bool]]:
+    """(geometry, hidden?) in the order the check runs them: the published four in practice;
+    when grading, the hidden ones among them, in an order drawn from the secret seed."""
+    todo = [(g, False) for g in GEOMETRIES]
+    if grading:
+        todo += [(g, True) for g in hidden_geometries(seed)]
+        order = np.random.default_rng([seed, _ORDER_STREAM]).permutation(len(todo))
+        todo = [todo[int(i)] for i in order]
+    return todo
+
+
 def _inputs(
     rng: np.random.Generator, x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: int,
     padding: int, with_bias: bool,
@@ -88,20 +168,31 @@ def _inputs(
     return [x, w, b], g
 
 
+def _where(geometry: Geometry, hidden: bool) -> str:
+    x_shape, w_shape, stride, padding, with_bias = geometry
+    text = f"x {x_shape}, weight {w_shape}, stride {stride}, padding {padding}"
+    return ("hidden: " if hidden else "") + text + ("" if with_bias else ", no bias")
+
+
 def backward_check(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
-    """grad x, grad weight, grad bias through Im2colConv2dFunction.apply against float64, on four
-    geometries."""
-    rng = np.random.default_rng([seed, 31])
-    for x_shape, w_shape, stride, padding, with_bias in GEOMETRIES:
+    """The output of Im2colConv2dFunction.apply, then grad x, grad weight and grad bias, against
+    float64: on the four published geometries, and when grading on hidden ones as well."""
+    rng = np.random.default_rng([seed, _DATA_STREAM])
+    todo = geometries(seed, grading)
+    for geometry, hidden in todo:
+        x_shape, w_shape, stride, padding, with_bias = geometry
         args, g = _inputs(rng, x_shape, w_shape, stride, padding, with_bias)
-        where = f"x {x_shape}, weight {w_shape}, stride {stride}, padding {padding}" + (
-            "" if with_bias else ", no bias"
-        )
+        where = _where(geometry, hidden)
         kwargs = {"stride": stride, "padding": padding}
         reply = calls.call(CALL, args, kwargs, label=f"backward {where}", grad=g)
         failed = _failed_reply(calls, reply, where)
         if failed is not None:
             return failed
+        out_ref = ref_conv2d(args[0], args[1], args[2], stride, padding)  # (N, O, oh, ow)
+        cmp = compare(reply.get("output"), out_ref, rtol=OUT_TOL[0], atol=OUT_TOL[1])
+        if not cmp.ok:
+            detail = f"{where}: the output of {CALL} is wrong: {cmp.detail}"
+            return CheckResult(NAME, "fail", detail, LESSONS["output"], [FN])
         grads = list(reply.get("grads") or [None, None, None])
         refs = ref_conv2d_grads(args[0], args[1], with_bias, g, stride, padding)
         for key, got, ref in zip(("x", "weight", "bias"), grads, refs, strict=False):
@@ -118,7 +209,11 @@ def backward_check(calls: StudentCalls, seed: int, grading: bool = False) -> Che
                     f"{where}: {title} is wrong: {cmp.detail}{_diagnosis(key, got, ref, cover)}"
                 )
                 return CheckResult(NAME, "fail", detail, LESSONS[key], [FN])
-    detail = f"grad x, grad weight and grad bias match float64 on {len(GEOMETRIES)} geometries"
+    hidden = sum(h for _, h in todo)
+    detail = (
+        f"the output, grad x, grad weight and grad bias match float64 on {len(todo)} geometries"
+        + (f" ({hidden} of them hidden, drawn from the run's seed)" if hidden else "")
+    )
     return CheckResult(NAME, "pass", detail, "", [])
 
 
