@@ -8,29 +8,37 @@ Three child processes, one after another, each gone before the next starts:
      runs on one thread there, it only computes float64 checks).
 Flags (results.BenchRow.flags):
   - "incorrect": the student's kernel failed Part A: timed, but not credited (no rate);
-  - "not_credible": a student rate above 1.2 x the measured ceiling, or a child claiming more
-    timed seconds than the parent saw pass: not credited, not plotted;
+  - "not_credible": a rate (any backend's) above 1.2 x the measured ceiling (profiling.credible),
+    or a student's child claiming more timed seconds than the parent saw pass: withheld with the
+    reason, not credited, not plotted;
   - "noisy": the samples disagree (spread), other processes kept cores busy, or a baseline came
     out slower than the student's kernel. Rerun Part B alone on a quieter machine.
+Ceilings are measured in single rounds spread over the run, between the rows they bound (in the
+clean children only: the student's child could forge them): when the baseline child starts (just
+after the student's rows), after each of its backends, and when the torch child starts (before
+torch loads). Each figure is the best of its rounds; one whose rounds disagree is marked "moved".
+`progress`, when given, gets one line per row as it is timed (bench.report.progress_line).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from tinytorch import profiling
+from tinytorch.bench.report import busy_sentence, progress_line
 from tinytorch.bench.tasks import TASKS
 from tinytorch.milestone07.boundary import open_sandbox
 from tinytorch.milestone07.cases import DEFAULT_IMPL
 from tinytorch.milestone07.results import BENCH_STATUSES, BenchRow, PartAResult, PartBResult
+from tinytorch.profiling.credible import CREDIBLE, above_ceiling, above_ceiling_reason
 from tinytorch.profiling.load import NOISY_LOAD
 from tinytorch.profiling.problems import Problem
 from tinytorch.sandbox.parent import Sandbox
 
-CREDIBLE = 1.2  # a student rate above this x the measured ceiling is not credited
+__all__ = ["CREDIBLE", "flag_rows", "run_part_b"]  # CREDIBLE: profiling.credible's, re-exported
 SIZES = {
     # kind -> [(problem, min repeats)]; "gelu" is the fusion lesson: unfused vs fused vs C++
     "default": {
@@ -185,14 +193,14 @@ def flag_rows(
         fn = STUDENT_FN.get((r.backend, r.kind))
         if fn is not None and fn in failed and r.status == "ok":
             r.flags.append("incorrect")
-        if ceilings is not None and fn is not None and rate(r) is not None:
-            ceiling = ceilings.gflops if r.kind == "gemm" else ceilings.gbps
-            if rate(r) > CREDIBLE * ceiling and "not_credible" not in r.flags:
+        if ceilings is not None and rate(r) is not None and "not_credible" not in r.flags:
+            compute = r.kind == "gemm"
+            ceiling = ceilings.gflops if compute else ceilings.gbps
+            if above_ceiling(rate(r), ceiling):  # any backend: a bundled kernel too
                 r.flags.append("not_credible")
-                unit = "GFLOP/s" if r.kind == "gemm" else "GB/s"
-                r.detail += (
-                    f"; {rate(r):.4g} {unit} is above {CREDIBLE} x the measured {ceiling:.4g}"
-                )
+                unit, name = ("GFLOP/s", "peak") if compute else ("GB/s", "copy bandwidth")
+                why = above_ceiling_reason(rate(r), ceiling, unit, name)
+                r.detail = f"{r.detail}; {why}" if r.detail else why
         noisy_spread = r.spread is not None and r.spread > profiling.NOISY_SPREAD
         if noisy_spread or (r.load is not None and r.load > NOISY_LOAD):
             r.flags.append("noisy")
@@ -212,7 +220,7 @@ def flag_rows(
     if typical > NOISY_LOAD:
         warnings.append(
             f"the machine was busy: other processes kept {typical:.1f} cores busy while most rows "
-            f"ran (up to {loads[-1]:.1f}), so its figures are low and uneven"
+            f"ran (up to {loads[-1]:.1f}), so its figures are low and uneven. {busy_sentence()}"
         )
     noisy = sorted({f"{r.backend} on {r.problem}" for r in rows if "noisy" in r.flags})
     if noisy:
@@ -222,6 +230,30 @@ def flag_rows(
             + f"). {RERUN}"
         )
     return warnings
+
+
+CEILING_NAMES = {"fma_gflops": ("FMA peak", "GFLOP/s"), "copy_gbs": ("copy bandwidth", "GB/s")}
+
+
+def _figure_name(key: str) -> str:
+    """ "fma_gflops_2t" -> "FMA peak on 2 threads"."""
+    base, _, threads = key.rpartition("_")
+    what = CEILING_NAMES.get(base, (base, ""))[0]
+    count = threads.removesuffix("t")
+    return f"{what} on {count} thread{'s' if count != '1' else ''}"
+
+
+def ceiling_warnings(ceilings: profiling.Ceilings) -> list[str]:
+    """What the run says about its own ceilings: figures withheld (and why), figures that moved."""
+    out = [f"{_figure_name(k)} withheld: {why}" for k, why in ceilings.withheld.items()]
+    if ceilings.moved:
+        names = ", ".join(_figure_name(k) for k in ceilings.moved)
+        out.append(
+            f"the machine's ceilings moved during Part B ({names}): their rounds disagree by more "
+            "than the noise allows, so the machine changed under the run; each ceiling is the "
+            "best of its rounds"
+        )
+    return out
 
 
 RERUN = (
@@ -237,13 +269,15 @@ def run_part_b(
     timeout: float = 60.0,
     skip_student: Collection[str] = (),
     part_a: PartAResult | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> PartBResult:
     """Time every backend on the GEMM, bias+GELU and fusion problems; unavailable ones say why.
 
     skip_student: student functions not to time. part_a: the gate's result for this impl; the
     functions that hung, crashed or are unwritten there are skipped, those that failed a case
     are timed but marked "incorrect: not credited", and the per-task timeout scales with the
-    gate's per-case one (a student kernel may be slow, but not unboundedly).
+    gate's per-case one (a student kernel may be slow, but not unboundedly). progress: called
+    with one line per row as it is timed (a terminal prints it, a notebook shows the same text).
     """
     failed: set[str] = set()
     if part_a is not None:
@@ -252,36 +286,56 @@ def run_part_b(
         failed = {c.group for c in part_a.cases if c.status != "pass"} | part_a.blamed()
     if sizes not in SIZES:
         raise ValueError(f"run_part_b: sizes must be one of {sorted(SIZES)}, got {sizes!r}")
+    say = progress or (lambda _line: None)
     start = time.perf_counter()
     problems = SIZES[sizes]
-    replies: dict[tuple[str, str], dict[str, Any]] = {}
+    plan = [  # (child index, backend, kind, task, problem, repeats): one row each
+        (i, backend, kind, task, problem, reps)
+        for i, (_child, _env, _status, group) in enumerate(CHILDREN)
+        for backend, tasks in group.items()
+        for kind, task in tasks.items()
+        for problem, reps in problems.get(kind, [])
+    ]
+    built: dict[tuple[str, str], BenchRow] = {}
     backends: list[dict[str, Any]] = []
-    ceilings: profiling.Ceilings | None = None
-    for child, env, status_tasks, group in CHILDREN:
+    rounds: list[profiling.Ceilings] = []
+    quick = sizes == "quick"
+
+    def ceiling_round(box: Sandbox) -> None:
+        got = run_task(box, "ceilings", timeout, quick=quick)
+        if got["status"] == "ok":
+            try:
+                rounds.append(profiling.Ceilings.from_dict(got["value"]))
+            except (TypeError, ValueError, AttributeError):
+                pass  # a malformed round is left out; the others still bound the rows
+
+    for index, (child, env, status_tasks, group) in enumerate(CHILDREN):
         box = open_box(impl if child == "student" else None, env)
         try:
-            if child == "baseline":
-                got = run_task(box, "ceilings", timeout, quick=sizes == "quick")
-                if got["status"] == "ok":
-                    ceilings = profiling.Ceilings.from_dict(got["value"])
+            if child != "student":  # a round just after the rows before (before torch loads)
+                ceiling_round(box)
             for status_task in status_tasks:
                 status = run_task(box, status_task, timeout)
                 value = status.get("value") if status["status"] == "ok" else None
                 backends += value if isinstance(value, list) else [value] if value else []
-            for backend, tasks in group.items():
-                for kind, task in tasks.items():
-                    for problem, reps in problems.get(kind, []):
-                        fn = STUDENT_FN.get((backend, kind))
-                        if fn is not None and fn in skip_student:
-                            replies[(backend, problem.name)] = _skipped(fn)
-                            continue
-                        replies[(backend, problem.name)] = run_task(
-                            box, task, timeout, repeats=reps, **task_kwargs(problem)
-                        )
+            for backend in group:
+                for i, b, _kind, task, problem, reps in plan:
+                    if i != index or b != backend:
+                        continue
+                    fn = STUDENT_FN.get((backend, problem.kind))
+                    if fn is not None and fn in skip_student:
+                        reply = _skipped(fn)
+                    else:
+                        reply = run_task(box, task, timeout, repeats=reps, **task_kwargs(problem))
+                    row = built[(backend, problem.name)] = bench_row(problem, backend, reply)
+                    say(progress_line(len(built), len(plan), row))
+                if child == "baseline":  # a round between the baseline's backends, and after
+                    ceiling_round(box)
         finally:
             box.close()  # killed and reaped before the next child starts
-    rows = [
-        bench_row(problem, backend, replies[(backend, problem.name)])
+    ceilings = profiling.combine_rounds(rounds) if rounds else None
+    rows = [  # grouped by problem, in CHILDREN's order within each
+        built[(backend, problem.name)]
         for kind, entries in problems.items()
         for problem, _reps in entries
         for _child, _env, _status, group in CHILDREN
@@ -289,6 +343,7 @@ def run_part_b(
         if kind in tasks
     ]
     warnings = flag_rows(rows, ceilings, failed)
+    warnings += ceiling_warnings(ceilings) if ceilings is not None else []
     if ceilings is None:
         warnings.append(
             "the machine's ceilings could not be measured: no rate was checked against them"

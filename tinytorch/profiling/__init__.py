@@ -1,7 +1,8 @@
 """Module 14: profiling. The one timing policy, the benchmark problems, the machine's ceilings,
 the load seen while timing, and peak memory of a call."""
 
-from tinytorch.profiling.ceilings import Ceilings, measure_ceilings
+from tinytorch.profiling.ceilings import Ceilings, combine_rounds, measure_ceilings
+from tinytorch.profiling.credible import CREDIBLE, above_ceiling
 from tinytorch.profiling.latency import LatencyStats, measure_latency
 from tinytorch.profiling.load import Load, LoadMeter
 from tinytorch.profiling.memory import MemoryStats, measure_peak_memory
@@ -17,6 +18,7 @@ from tinytorch.profiling.timing import (
 )
 
 __all__ = [
+    "CREDIBLE",
     "NOISY_SPREAD",
     "Ceilings",
     "LatencyStats",
@@ -25,7 +27,9 @@ __all__ = [
     "MemoryStats",
     "Problem",
     "Timing",
+    "above_ceiling",
     "bias_gelu",
+    "combine_rounds",
     "gelu",
     "gemm",
     "interleaved",

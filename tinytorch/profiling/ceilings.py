@@ -6,7 +6,9 @@ Method (the only one in TinyTorch; `tito bench`, Part B and the notebook's roofl
   - memory: a copy of 64 MiB (16 MiB with quick), far past the caches, counted as read + write:
     the C++ parallel copy at each thread count, or np.copyto without the build.
   - rounds are interleaved and the BEST round counts: a ceiling is what the machine can do, and
-    other processes only ever slow a round down.
+    other processes only ever slow a round down. Rounds that disagree beyond the noise rule mark
+    the figure "moved"; a figure that cannot be a ceiling is withheld (profiling.credible).
+  - Part B spreads single rounds over its run, between the rows they bound (combine_rounds).
 """
 
 from __future__ import annotations
@@ -17,17 +19,25 @@ from typing import Any
 
 import numpy as np
 
+from tinytorch.profiling.credible import moved, not_a_ceiling
 from tinytorch.profiling.timing import interleaved, per_call
 
 
 @dataclass(frozen=True)
 class Ceilings:
-    """Measured ceilings per thread count: {threads: GFLOP/s} and {threads: GB/s}."""
+    """Measured ceilings per thread count: {threads: GFLOP/s} and {threads: GB/s}.
+
+    moved: the figures ("fma_gflops_2t", ...) whose rounds disagreed beyond the noise rule;
+    withheld: {figure: why} for figures that cannot be a ceiling (profiling.credible), left out
+    of fma_gflops / copy_gbs.
+    """
 
     fma_gflops: dict[int, float]
     copy_gbs: dict[int, float]
     how: str
     notes: list[str] = field(default_factory=list)
+    moved: tuple[str, ...] = ()
+    withheld: dict[str, str] = field(default_factory=dict)
 
     @property
     def gflops(self) -> float:
@@ -46,6 +56,7 @@ class Ceilings:
         for t, v in self.copy_gbs.items():
             out[f"copy_gbs_{t}t"] = v
         out["fma_gflops"], out["copy_gbs"] = self.gflops, self.gbps
+        out["moved"], out["withheld"] = list(self.moved), dict(self.withheld)
         return out
 
     @classmethod
@@ -61,7 +72,47 @@ class Ceilings:
             raise ValueError(
                 f"Ceilings.from_dict: no fma_gflops_<n>t / copy_gbs_<n>t in {sorted(d)}"
             )
-        return cls(fma, copy, str(d.get("how", "")), list(d.get("notes", [])))
+        moved = tuple(str(m) for m in d.get("moved") or ())
+        withheld = {str(k): str(v) for k, v in (d.get("withheld") or {}).items()}
+        return cls(fma, copy, str(d.get("how", "")), list(d.get("notes", [])), moved, withheld)
+
+
+def _withhold_impossible(
+    fma: dict[int, float], copy: dict[int, float]
+) -> tuple[dict[int, float], dict[int, float], dict[str, str]]:
+    """The figures left once those that cannot be a ceiling are taken out, and why each went."""
+    withheld: dict[str, str] = {}
+    kept = []
+    for name, per_thread in (("fma_gflops", fma), ("copy_gbs", copy)):
+        bad = not_a_ceiling(per_thread)
+        withheld |= {f"{name}_{t}t": why for t, why in bad.items()}
+        kept.append({t: v for t, v in per_thread.items() if t not in bad})
+    return kept[0], kept[1], withheld
+
+
+def combine_rounds(rounds: Sequence[Ceilings]) -> Ceilings:
+    """One Ceilings from rounds measured at different moments of a run: each figure the best of
+    its rounds (other work only ever slows a round down), "moved" where the rounds disagree beyond
+    the noise rule, and a figure that cannot be a ceiling withheld."""
+    if not rounds:
+        raise ValueError("combine_rounds: rounds must hold at least one Ceilings")
+    fma: dict[int, list[float]] = {}
+    copy: dict[int, list[float]] = {}
+    for r in rounds:
+        for t, v in r.fma_gflops.items():
+            fma.setdefault(t, []).append(v)
+        for t, v in r.copy_gbs.items():
+            copy.setdefault(t, []).append(v)
+    moved_names = [f"fma_gflops_{t}t" for t, vs in fma.items() if moved(vs)]
+    moved_names += [f"copy_gbs_{t}t" for t, vs in copy.items() if moved(vs)]
+    best_fma, best_copy, withheld = _withhold_impossible(
+        {t: max(vs) for t, vs in fma.items()}, {t: max(vs) for t, vs in copy.items()}
+    )
+    for r in rounds:  # a round's own note stays, once
+        withheld = r.withheld | withheld
+    how = f"{rounds[0].how}; the best of {len(rounds)} rounds spread over the run"
+    notes = list(dict.fromkeys(n for r in rounds for n in r.notes))
+    return Ceilings(best_fma, best_copy, how, notes, tuple(moved_names), withheld)
 
 
 def _simd() -> Any | None:
@@ -92,7 +143,7 @@ def measure_ceilings(
     fns: dict[str, Callable[[], float]] = {}
     if simd is not None:
         iters = FMA_ITERS_QUICK if quick else FMA_ITERS
-        how = "C++ FMA peak; C++ parallel copy of {mib} MiB (best of {r} rounds)"
+        how = "C++ FMA peak; C++ parallel copy of {mib} MiB"
         for t in threads:
             fns[f"fma {t}"] = lambda t=t: 1.0 / simd.fma_peak(threads=t, iters=iters)
             fns[f"copy {t}"] = lambda t=t: (
@@ -111,9 +162,21 @@ def measure_ceilings(
         for t in threads:
             fns[f"fma {t}"] = lambda t=t: 1.0 / sgemm(t)
             fns[f"copy {t}"] = lambda: per_call(lambda: np.copyto(dst, src), min_time=0.02).median
-    best = {name: timing.min for name, timing in interleaved(fns, rounds).items()}
+    timings = interleaved(fns, rounds)
+    best = {name: timing.min for name, timing in timings.items()}
+    fma = {t: 1.0 / best[f"fma {t}"] for t in threads}
+    copy = {t: copy_bytes / best[f"copy {t}"] / 1e9 for t in threads}
+    moved_names = [  # rounds of one figure that disagree beyond the noise rule
+        f"{'fma_gflops' if name.startswith('fma') else 'copy_gbs'}_{name.split()[1]}t"
+        for name, timing in timings.items()
+        if moved([1.0 / s for s in timing.samples])
+    ]
+    fma, copy, withheld = _withhold_impossible(fma, copy)
     return Ceilings(
-        fma_gflops={t: 1.0 / best[f"fma {t}"] for t in threads},
-        copy_gbs={t: copy_bytes / best[f"copy {t}"] / 1e9 for t in threads},
-        how=how.format(mib=src.nbytes // 2**20, r=rounds),
+        fma_gflops=fma,
+        copy_gbs=copy,
+        how=how.format(mib=src.nbytes // 2**20)
+        + (f" (best of {rounds} rounds)" if rounds > 1 else ""),
+        moved=tuple(moved_names),
+        withheld=withheld,
     )

@@ -1,10 +1,13 @@
 """Part B timings, drawn: GFLOP/s and GB/s bars per backend, and a roofline under the ceilings.
 
 Figures come from the rows only: each row carries its flops and bytes as numbers and its flags
-(see tinytorch.bench.part_b). Ceilings are tinytorch.profiling's, measured once, by Part B. Rows that
-are "incorrect" or "not_credible" are never drawn, only listed; "noisy" bars are hatched and
+(see tinytorch.bench.part_b). Ceilings are tinytorch.profiling's, measured by Part B in rounds
+spread over its run. Rows that are "incorrect" or "not_credible" are never drawn, only listed;
+the charts also guard themselves: a row above 1.2 x the ceiling it is drawn against
+(profiling.credible) is listed with why, never drawn, flagged or not. "noisy" bars are hatched and
 labelled "noisy: rerun", and so is any baseline below a student on the same problem (bars and
-roofline points alike: roofline_points takes throughput_table's mask).
+roofline points alike: roofline_points takes throughput_table's mask). A ceiling whose rounds
+moved says so in its label.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from tinytorch.profiling import Ceilings, measure_ceilings
+from tinytorch.profiling.credible import above_ceiling, above_ceiling_reason
 from tinytorch.viz import style
 
 __all__ = [
@@ -62,22 +66,43 @@ def _rate(row: Any) -> float | None:
     return getattr(row, UNITS[row.kind][0])
 
 
-def _credited(row: Any) -> bool:
+def _over(row: Any, ceilings: Ceilings | None) -> str | None:
+    """Why the row's rate cannot be drawn against `ceilings` (above 1.2 x), or None."""
+    rate = _rate(row)
+    if ceilings is None or rate is None or row.status != "ok":
+        return None
+    compute = row.kind == "gemm"
+    ceiling = ceilings.gflops if compute else ceilings.gbps
+    if not above_ceiling(rate, ceiling):
+        return None
+    name = "peak" if compute else "copy bandwidth"
+    return above_ceiling_reason(rate, ceiling, UNITS[row.kind][1], name)
+
+
+def _credited(row: Any, ceilings: Ceilings | None = None) -> bool:
     flags = set(getattr(row, "flags", []) or [])
-    return row.status == "ok" and _rate(row) is not None and not flags & set(NOT_CREDITED)
+    return (
+        row.status == "ok"
+        and _rate(row) is not None
+        and not flags & set(NOT_CREDITED)
+        and _over(row, ceilings) is None
+    )
 
 
-def throughput_table(rows: Sequence[Any], kind: str) -> ThroughputTable:
-    """The credited rows of one kind as a problems x backends matrix, with a noisy mask."""
+def throughput_table(
+    rows: Sequence[Any], kind: str, ceilings: Ceilings | None = None
+) -> ThroughputTable:
+    """The credited rows of one kind as a problems x backends matrix, with a noisy mask; with
+    `ceilings`, a row above 1.2 x its ceiling is left out, flagged or not."""
     if kind not in UNITS:
         raise ValueError(f"kind must be one of {sorted(UNITS)}, got {kind!r}")
     mine = [r for r in rows if r.kind == kind]
     problems = tuple(dict.fromkeys(r.problem for r in mine))
-    backends = tuple(dict.fromkeys(r.backend for r in mine if _credited(r)))
+    backends = tuple(dict.fromkeys(r.backend for r in mine if _credited(r, ceilings)))
     values = np.full((len(problems), len(backends)), np.nan)
     noisy = np.zeros(values.shape, dtype=bool)
     for r in mine:
-        if _credited(r):
+        if _credited(r, ceilings):
             i, j = problems.index(r.problem), backends.index(r.backend)
             values[i, j] = float(_rate(r))
             noisy[i, j] = "noisy" in (getattr(r, "flags", []) or [])
@@ -88,10 +113,15 @@ def throughput_table(rows: Sequence[Any], kind: str) -> ThroughputTable:
     return ThroughputTable(kind, UNITS[kind][1], problems, backends, values, noisy)
 
 
-def not_timed(rows: Sequence[Any]) -> list[str]:
-    """One line per backend that gave no credited timing, with its full reason (deduplicated)."""
+def not_timed(rows: Sequence[Any], ceilings: Ceilings | None = None) -> list[str]:
+    """One line per backend that gave no credited timing, with its full reason (deduplicated);
+    with `ceilings`, each row above 1.2 x its ceiling too."""
     lines: dict[str, None] = {}
     for r in rows:
+        over = _over(r, ceilings)
+        if over is not None and not set(getattr(r, "flags", []) or []) & set(NOT_CREDITED):
+            lines[f"{r.backend} [{r.problem}]: not credible, not drawn: {over}"] = None
+            continue
         flags = [NOT_CREDITED[f] for f in (getattr(r, "flags", []) or []) if f in NOT_CREDITED]
         if r.status == "unavailable":
             lines[f"{r.backend}: {r.detail}"] = None
@@ -107,8 +137,28 @@ def not_timed(rows: Sequence[Any]) -> list[str]:
     return list(lines)
 
 
-def roofline_points(rows: Sequence[Any]) -> list[RooflinePoint]:
-    """A point per credited row, from its own flops and bytes (never parsed from its name).
+def _roof(ceilings: Ceilings, intensity: float) -> float:
+    """The roof at `intensity` (FLOP/byte): min(peak, intensity x bandwidth), GFLOP/s."""
+    return min(ceilings.gflops, intensity * ceilings.gbps)
+
+
+def above_roof(rows: Sequence[Any], ceilings: Ceilings) -> list[str]:
+    """One line per credited row whose point would sit above 1.2 x the roof, with why."""
+    out = []
+    for r in rows:
+        if not _credited(r) or not r.ms or not r.flops or not r.bytes:
+            continue
+        gflops, intensity = r.flops / (r.ms * 1e-3) / 1e9, r.flops / r.bytes
+        roof = _roof(ceilings, intensity)
+        if above_ceiling(gflops, roof):
+            why = above_ceiling_reason(gflops, roof, "GFLOP/s", f"roof at {intensity:.3g} FLOP/B")
+            out.append(f"{r.backend} [{r.problem}]: not credible, not drawn: {why}")
+    return out
+
+
+def roofline_points(rows: Sequence[Any], ceilings: Ceilings | None = None) -> list[RooflinePoint]:
+    """A point per credited row, from its own flops and bytes (never parsed from its name); with
+    `ceilings`, none above 1.2 x the roof at its intensity.
 
     Noisy exactly as in throughput_table: flagged, or a baseline below a student on its problem.
     """
@@ -124,19 +174,28 @@ def roofline_points(rows: Sequence[Any]) -> list[RooflinePoint]:
             continue
         table = tables[r.kind]
         noisy = bool(table.noisy[table.problems.index(r.problem), table.backends.index(r.backend)])
-        points.append(
-            RooflinePoint(
-                r.backend, r.problem, r.flops / r.bytes, r.flops / (r.ms * 1e-3) / 1e9, noisy
-            )
-        )
+        gflops, intensity = r.flops / (r.ms * 1e-3) / 1e9, r.flops / r.bytes
+        if ceilings is not None and above_ceiling(gflops, _roof(ceilings, intensity)):
+            continue  # listed under the chart by above_roof
+        points.append(RooflinePoint(r.backend, r.problem, intensity, gflops, noisy))
     return points
+
+
+def ceiling_label(ceilings: Ceilings, compute: bool) -> str:
+    """ "measured peak 92 GFLOP/s", with "(moved during the run)" when its rounds disagreed."""
+    value = ceilings.gflops if compute else ceilings.gbps
+    prefix = "fma_gflops_" if compute else "copy_gbs_"
+    label = f"{'measured peak' if compute else 'copy bandwidth'} {value:.0f} {'GFLOP/s' if compute else 'GB/s'}"
+    return label + (
+        " (moved during the run)" if any(m.startswith(prefix) for m in ceilings.moved) else ""
+    )
 
 
 PANEL_HEIGHT_IN = 2.7  # one bar panel; the panels are stacked, each the page's full width
 LEGEND_WIDTH_IN = 2.3  # the legends sit right of the data, in about this room
 
 
-def _bars(ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str) -> None:
+def _bars(ax, table: ThroughputTable, ceiling: float | None, label: str) -> None:
     n_p, n_b = table.values.shape
     width = 0.8 / max(n_b, 1)
     small = style.MIN_FONT_PT
@@ -171,7 +230,7 @@ def _bars(ax, table: ThroughputTable, ceiling: float | None, ceiling_label: str)
             color="black",
             linestyle="--",
             linewidth=1,
-            label=f"{ceiling_label} {ceiling:.0f} {table.unit}",
+            label=label,
         )
     ax.set_xticks(range(n_p))
     ax.set_xlim(-0.5, n_p - 0.5)
@@ -218,7 +277,7 @@ def labels_of(table: ThroughputTable) -> list[str]:
 def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Figure:
     """GEMM in GFLOP/s, bias+GELU and the fusion lesson (GELU) in GB/s, per backend, stacked."""
     kinds = [k for k in UNITS if any(r.kind == k for r in rows)] or ["gemm"]
-    notes = not_timed(rows)
+    notes = not_timed(rows, ceilings)
     notes_in = 0.3 + 0.17 * len(notes) if notes else 0.0
     height = PANEL_HEIGHT_IN * len(kinds) + notes_in
     fig, axes = plt.subplots(len(kinds), 1, figsize=(style.MAX_WIDTH_IN, height), squeeze=False)
@@ -226,8 +285,8 @@ def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Fi
     for ax, kind in zip(axes[:, 0], kinds, strict=True):
         compute = kind == "gemm"
         peak = (ceilings.gflops if compute else ceilings.gbps) if ceilings else None
-        label = "measured peak" if compute else "copy bandwidth"
-        _bars(ax, throughput_table(rows, kind), peak, label)
+        label = ceiling_label(ceilings, compute) if ceilings else ""
+        _bars(ax, throughput_table(rows, kind, ceilings), peak, label)
         ax.set_title(f"{titles[kind]} (higher is better)", fontsize=style.FONT_PT)
     if notes:
         fig.text(
@@ -311,15 +370,17 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
     Each point carries a number; the key under the axes names it (backend, problem), so no label
     sits on another, and the legend stays right of the data.
     """
-    points = roofline_points(rows)  # in the rows' order: grouped by problem
+    points = roofline_points(rows, ceilings)  # in the rows' order: grouped by problem
+    withheld = above_roof(rows, ceilings)  # listed under the key, never drawn
     key_rows = -(-len(points) // 2)  # two columns
-    key_in = 0.4 + KEY_LINE_IN * key_rows
+    key_in = 0.4 + KEY_LINE_IN * (key_rows + len(withheld))
     height = 4.6 + key_in
     fig, ax = plt.subplots(figsize=(style.MAX_WIDTH_IN, height))
     lo = min([p.intensity for p in points] + [0.5]) / 2
     hi = max([p.intensity for p in points] + [ceilings.gflops / ceilings.gbps]) * 4
     xs = np.geomspace(lo, hi, 200)
     roof = f"roof: peak {ceilings.gflops:.0f} GFLOP/s,\ncopy {ceilings.gbps:.0f} GB/s"
+    roof += "\n(moved during the run)" if ceilings.moved else ""
     ax.plot(
         xs,
         np.minimum(ceilings.gflops, xs * ceilings.gbps),
@@ -376,7 +437,7 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
                 va="top",
                 clip_on=False,
             )
-    ceiling_note = _fit(f"ceilings: {ceilings.how}")
+    ceiling_note = "\n".join(_fit(n) for n in [*withheld, f"ceilings: {ceilings.how}"])
     fig.text(0.01, 0.005, ceiling_note, fontsize=style.MIN_FONT_PT, va="bottom")
     _place_numbers(fig, ax, points, list(range(1, len(points) + 1)))
     return fig
