@@ -166,7 +166,7 @@ def test_a_backward_stub_makes_the_run_incomplete_and_is_named(stub, tmp_path) -
     [
         ("forward", "TypeError: unsupported operand (at m.py:3)", "forward"),
         ("backward", "RuntimeError: Conv.backward returned 2 gradients for 3 inputs: ...", "gradients"),
-        ("backward", "RuntimeError: Conv.backward returned a gradient of shape (3,) for ...", "gradients"),
+        ("backward", "ValueError: Conv.backward returned a gradient of shape (3,) for ...", "gradients"),
         ("backward", "RuntimeError: backward(): this tensor does not require grad ...", "graph"),
         ("backward", "ValueError: operands could not be broadcast together (at m.py:9)", "backward"),
     ],
@@ -244,3 +244,20 @@ def test_direct_apply_with_mismatched_shapes_names_them() -> None:
         Im2colConv2dFunction.apply(np.ones((1, 2, 4, 4)), np.ones((1, 3, 2, 2)), None)
     with pytest.raises(ValueError, match="stride"):
         Im2colConv2dFunction.apply(np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2)), None, stride=0)
+
+
+def test_a_wrong_shaped_gradient_raises_value_error_and_gets_the_gradients_lesson(tmp_path) -> None:
+    """Our autograd raises ValueError for it, as the course does; the check still classifies it
+    (by the message's ".backward returned", whatever the exception's type)."""
+    source = COURSE.read_text()
+    right = "grad_weight = (g.T @ self.cols).reshape(weight.shape)"
+    assert source.count(right) == 1
+    path = tmp_path / "grad_w_flat.py"
+    path.write_text(source.replace(right, "grad_weight = g.T @ self.cols  # (F, C*k*k): unshaped"))
+    result = run_part_a(str(path), timeout=10.0)
+    check = {c.name: c for c in result.checks}["backward"]
+    assert result.verdict == "NOT_PASSED" and check.status == "fail"
+    assert "raised ValueError: Im2colConv2dFunction.backward returned a gradient of shape" in (
+        check.detail
+    )
+    assert check.lesson == backward.LESSONS["gradients"]

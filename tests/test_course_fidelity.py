@@ -1,6 +1,7 @@
 """Course fidelity: Tensor, Function and the reference module behave as the public course's do.
 
-One test per behaviour that a correct course-style module can hit (the rows of issue 26's table),
+One test per behaviour that a correct course-style module can hit (the rows of issue 26's table
+and of issue 40's "Course conventions"),
 then the course's import paths and the reference's conventions at its edges, then whole modules
 in the course's shape graded end to end: the course-style module in practice and in grading mode,
 three other correct forward-only im2col_conv2d variants, and a backward mutant.
@@ -84,8 +85,13 @@ def test_a_gradient_that_cannot_reduce_to_its_input_still_names_the_function() -
             return (np.ones((5,)),)
 
     a = Tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match=r"Wrong.backward returned a gradient of shape \(5,\)"):
+    # ValueError, as in the course (it was RuntimeError here); the message names the function.
+    with pytest.raises(
+        ValueError, match=r"Wrong.backward returned a gradient of shape \(5,\) for an input of "
+        r"shape \(2,\)"
+    ):  # fmt: skip
         Wrong.apply(a).sum().backward()
+    assert a.grad is None
 
 
 def test_apply_with_a_none_bias_and_two_gradients_works() -> None:
@@ -228,6 +234,112 @@ def test_reference_follows_the_course_at_its_edges() -> None:
     x = Tensor(np.ones((1, 1, 4, 4)), requires_grad=True)
     out = acc.im2col_conv2d(x, np.ones((1, 1, 3, 3)))
     assert out._grad_fn is None and not out.requires_grad  # inference only
+
+
+# ---- the conventions issue 40 found: Conv2d (Module 09) and autograd (Module 06) ---------------
+
+
+def test_conv2d_bias_starts_at_zero_so_the_weight_alone_reproduces_the_layer() -> None:
+    from tinytorch.core.spatial import Conv2d
+    from tinytorch.perf.acceleration import im2col_conv2d
+
+    conv = Conv2d(3, 4, 3, padding=1, seed=2)
+    np.testing.assert_array_equal(conv.bias.data, np.zeros(4, np.float32))
+    assert conv.bias.requires_grad and conv.bias.dtype == np.float32
+    x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 5, 6)))
+    np.testing.assert_allclose(
+        im2col_conv2d(x, conv.weight, padding=1).data, conv(x).data, rtol=1e-5, atol=1e-5
+    )
+    ones = Conv2d(1, 1, 3)  # the course's Module 09 check: a 3x3 of ones over ones gives 9.0
+    ones.weight.data = np.ones((1, 1, 3, 3), np.float32)
+    assert ones(Tensor(np.ones((1, 1, 3, 3)))).data.item() == 9.0
+
+
+def test_conv2d_has_the_helpers_course_code_calls() -> None:
+    from tinytorch.core.spatial import Conv2d
+
+    conv = Conv2d(2, 3, 3, stride=2, padding=1, seed=4)
+    conv.bias.data = np.array([0.5, -1.0, 2.0], np.float32)  # a bias, so the loops must add it
+    x = np.random.default_rng(1).standard_normal((2, 2, 7, 6)).astype(np.float32)
+    # _apply_padding: self.padding zeros on H and W only; an array stays an array.
+    xp = conv._apply_padding(x)
+    assert isinstance(xp, np.ndarray) and xp.shape == (2, 2, 9, 8)
+    np.testing.assert_array_equal(xp, np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))))
+    # ... and a Tensor stays a Tensor, differentiable: the gradient is the crop of the padded one.
+    t = Tensor(x, requires_grad=True)
+    tp = conv._apply_padding(t)
+    assert isinstance(tp, Tensor) and tp.shape == (2, 2, 9, 8)
+    (tp * Tensor(np.arange(tp.size, dtype=np.float32).reshape(tp.shape))).sum().backward()
+    np.testing.assert_array_equal(t.grad, np.arange(tp.size).reshape(tp.shape)[:, :, 1:8, 1:7])
+    # _compute_output_shape: (N, out_channels, oh, ow) from a shape, an array or a Tensor.
+    assert conv._compute_output_shape((2, 2, 7, 6)) == (2, 3, 4, 3)
+    assert conv._compute_output_shape(x) == conv._compute_output_shape(t) == (2, 3, 4, 3)
+    with pytest.raises(ValueError, match="input_shape"):
+        conv._compute_output_shape((2, 2, 7))
+    # _convolve_loops: the direct sliding-window convolution of the padded input.
+    out = conv._convolve_loops(xp)
+    assert isinstance(out, np.ndarray) and out.shape == (2, 3, 4, 3)
+    np.testing.assert_allclose(out, conv(Tensor(x)).data, rtol=1e-6, atol=1e-6)
+    assert isinstance(conv._convolve_loops(Tensor(xp)), Tensor)  # a Tensor stays a Tensor
+    np.testing.assert_allclose(conv._convolve_loops(Tensor(xp)).data, out, rtol=0, atol=0)
+
+
+def test_backward_through_a_released_graph_raises_and_retain_graph_keeps_it() -> None:
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()  # kept by retain_graph: usable once more, then released
+    np.testing.assert_array_equal(w.grad, [4.0, 8.0])
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        loss.backward()
+    np.testing.assert_array_equal(w.grad, [4.0, 8.0])  # untouched by the refused pass
+    y = w * 3.0  # an intermediate of a released graph, used again in a new one
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="released"):
+        (y * 2.0).sum().backward()
+    np.testing.assert_array_equal(w.grad, [7.0, 11.0])
+    assert y.grad is not None and list(y.grad) == [1.0, 1.0]  # no partial update either
+
+
+def test_contiguous_returns_a_new_c_contiguous_copy() -> None:
+    x = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    c = x.contiguous()
+    assert c is not x and not np.shares_memory(c.data, x.data)
+    assert c.data.flags.c_contiguous
+    np.testing.assert_array_equal(c.data, x.data)
+    c.data[0, 0] = 99.0
+    assert x.data[0, 0] == 0.0
+    t = Tensor.wrap(np.asfortranarray(np.arange(6.0, dtype=np.float32).reshape(2, 3)))
+    assert t.contiguous().data.flags.c_contiguous  # a Fortran-ordered array comes back in C order
+    (x.contiguous() * 2.0).sum().backward()  # ours, beyond the course: the gradient passes
+    np.testing.assert_array_equal(x.grad, np.full((2, 3), 2.0))
+
+
+class KeepsItsOutput(Function):
+    """A forward that keeps the very array it returns, three ways."""
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        out = np.tanh(a)
+        self.out = out
+        self.cache = {"out": [out]}
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        (out,) = self.saved
+        return (g * (1 - out * out),)
+
+
+def test_apply_output_never_shares_memory_with_an_array_its_forward_kept() -> None:
+    a = Tensor([0.5, -1.0, 2.0], requires_grad=True)
+    out = KeepsItsOutput.apply(a)
+    fn = out._grad_fn
+    for kept in (fn.out, fn.cache["out"][0], fn.saved[0]):
+        assert not np.shares_memory(out.data, kept)
+    expected = 1 - np.tanh(a.data) ** 2
+    out.data *= 0.0  # editing the result in place leaves the node's saved array alone
+    out.sum().backward()
+    np.testing.assert_allclose(a.grad, expected, rtol=1e-6)
 
 
 # ---- whole course-style modules, graded --------------------------------------------------------

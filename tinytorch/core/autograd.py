@@ -102,17 +102,54 @@ class Function:
         arrays = tuple(None if t is None else t.data for t in tensors)
         out_data = np.asarray(fn.forward(*arrays))
         needs_grad = _grad_enabled and any(t is not None and t.requires_grad for t in tensors)
-        # A fresh float32 result becomes the output as it is; one that aliases an input (a
-        # reshape view, the input itself) is copied, as Tensor(data) always copies.
-        fresh = out_data.dtype == np.float32 and not any(
-            a is not None and np.may_share_memory(out_data, a) for a in arrays
-        )
+        # A fresh float32 result becomes the output as it is. One that may share memory with an
+        # input (a reshape view, the input itself) or with an array the forward kept (saved,
+        # or an attribute: `self.out = out; return out`) is copied, as in the course: editing
+        # the output in place must never change what backward reads.
+        fresh = out_data.dtype == np.float32
+        if fresh:
+            looked: set[int] = set()  # an input's array is often saved too: look at it once
+            for a in (*arrays, *_kept_arrays(fn)):
+                if a is not None and id(a) not in looked:
+                    looked.add(id(a))
+                    if np.may_share_memory(out_data, a):
+                        fresh = False
+                        break
         out = Tensor.wrap(out_data) if fresh else Tensor(out_data)
         out.requires_grad = needs_grad
         if needs_grad:
             out._grad_fn = fn
             fn.output = out  # the node keeps its output (out -> fn -> out until released)
         return out
+
+
+_KEPT_LIMIT = 4096  # values walked per node: a forward may keep a huge list (hostile code)
+_SKIP = ("inputs", "output")  # looked at by the caller, or not set yet
+
+
+def _kept_arrays(fn: Function) -> list[np.ndarray]:
+    """The ndarrays (and Tensors' data) a node's forward kept: in `saved` and in its attributes,
+    inside tuples, lists and dicts too (a bounded walk)."""
+    found: list[np.ndarray] = []
+    stack: list[Any] = []
+    for key, value in vars(fn).items():  # the common cases first, without the stack
+        if isinstance(value, np.ndarray):
+            found.append(value)
+        elif key not in _SKIP and isinstance(value, (tuple, list, dict, _tensor_class)):
+            stack.append(value)
+    seen = 0
+    while stack and seen < _KEPT_LIMIT:
+        value = stack.pop()
+        seen += 1
+        if isinstance(value, np.ndarray):
+            found.append(value)
+        elif isinstance(value, _tensor_class):
+            found.append(value.data)
+        elif type(value) in (tuple, list):
+            stack.extend(value[:_KEPT_LIMIT])
+        elif type(value) is dict:
+            stack.extend(list(value.values())[:_KEPT_LIMIT])
+    return found
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:
@@ -142,10 +179,20 @@ def backward_pass(root: Tensor, grad: np.ndarray, retain_graph: bool = False) ->
     tensor that requires grad (leaves and intermediate results alike).
 
     Unless `retain_graph`, the graph is released afterwards: every result forgets its node, so
-    the saved arrays can be freed (a second backward reaches no node).
+    the saved arrays can be freed, and is marked released. As in the course, a backward that
+    reaches a released result raises RuntimeError, before any `.grad` changes (rather than
+    stopping there in silence, as if the result were a leaf).
     """
     grads: dict[int, np.ndarray] = {id(root): grad}
     order = _topological_order(root)
+    for node in order:
+        if getattr(node, "_released", False):  # set below, when a backward released it
+            what = "this tensor's graph" if node is root else "a tensor in this graph"
+            raise RuntimeError(
+                f"backward(): {what} was already released by an earlier backward(), which frees "
+                "the graph; pass backward(retain_graph=True) to the earlier call to go through "
+                "the graph again, or recompute the forward pass"
+            )
     for node in order:
         g = grads.pop(id(node), None)
         if g is None:
@@ -168,7 +215,9 @@ def backward_pass(root: Tensor, grad: np.ndarray, retain_graph: bool = False) ->
                 try:
                     pg = unbroadcast(pg, parent.shape)
                 except ValueError:
-                    raise RuntimeError(
+                    # ValueError, as in the course. The milestone's backward check finds this
+                    # message by ".backward returned" (milestone07/backward.py).
+                    raise ValueError(
                         f"{type(fn).__name__}.backward returned a gradient of shape {pg.shape} "
                         f"for an input of shape {parent.shape}"
                     ) from None
@@ -179,3 +228,4 @@ def backward_pass(root: Tensor, grad: np.ndarray, retain_graph: bool = False) ->
             if node._grad_fn is not None:
                 node._grad_fn.output = None
                 node._grad_fn = None
+                node._released = True

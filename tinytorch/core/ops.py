@@ -164,6 +164,33 @@ class Transpose(Function):
         return (np.transpose(g, np.argsort(axes)),)
 
 
+class Contiguous(Function):
+    """c = a copied into a new C-ordered array; the gradient passes through unchanged."""
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        return np.array(a, dtype=np.float32, order="C", copy=True)
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        return (g,)
+
+
+class Pad2d(Function):
+    """c = a with `padding` zeros before and after each of its last two axes (H and W);
+    backward crops the padding off again."""
+
+    padding: int  # set by apply(a, padding=p), p >= 0
+
+    def forward(self, a: np.ndarray) -> np.ndarray:
+        p = self.padding
+        width = [(0, 0)] * (a.ndim - 2) + [(p, p), (p, p)]
+        return np.pad(a, width)  # (..., H + 2p, W + 2p), a new array
+
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray]:
+        p = self.padding
+        h, w = g.shape[-2] - 2 * p, g.shape[-1] - 2 * p
+        return (np.ascontiguousarray(g[..., p : p + h, p : p + w]),)
+
+
 class GetItem(Function):
     """c = a[key] with NumPy's indexing; backward scatter-adds g into zeros of a's shape."""
 

@@ -44,6 +44,9 @@ class Tensor:
     """An n-dimensional float32 array that can record the operations applied to it."""
 
     __array_priority__ = 1000  # make ndarray + Tensor defer to Tensor.__radd__
+    # True once a backward() without retain_graph released the graph that made this tensor: a
+    # later backward that reaches it raises (autograd.backward_pass). Leaves are never released.
+    _released: bool = False
 
     def __init__(self, data: ArrayLike, requires_grad: bool = False) -> None:
         """Copy `data` (a Tensor, an ndarray, nested lists, a number) into a new float32 array."""
@@ -233,8 +236,9 @@ class Tensor:
         return self.reshape(*shape)
 
     def contiguous(self) -> Tensor:
-        """This tensor: its data is always its own contiguous array (kept for the course's code)."""
-        return self
+        """A new tensor holding a C-contiguous copy of the data, as in the course (never `self`,
+        never shared). Ours beyond the course: the gradient passes through it unchanged."""
+        return ops.Contiguous.apply(self)
 
     def numel(self) -> int:
         return self.size

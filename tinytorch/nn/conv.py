@@ -8,9 +8,12 @@ contracted with one (O, C) slice of the weights. No patch matrix is ever built.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from tinytorch.core.autograd import Function
+from tinytorch.core import ops
+from tinytorch.core.autograd import Function, no_grad
 from tinytorch.core.tensor import Tensor
 from tinytorch.nn.geometry import ConvGeometry, conv_geometry, pair
 
@@ -114,9 +117,9 @@ class Conv2d:
         self.weight = Tensor(
             rng.uniform(-bound, bound, (out_channels, in_channels, kh, kw)), requires_grad=True
         )
-        self.bias = (
-            Tensor(rng.uniform(-bound, bound, out_channels), requires_grad=True) if bias else None
-        )
+        # The bias starts at zero, as in the course's Module 09 (PyTorch draws it at random):
+        # so im2col_conv2d(x, conv.weight, ...) without the bias reproduces conv(x) at first.
+        self.bias = Tensor(np.zeros(out_channels), requires_grad=True) if bias else None
 
     def parameters(self) -> list[Tensor]:
         return [self.weight] + ([self.bias] if self.bias is not None else [])
@@ -130,6 +133,69 @@ class Conv2d:
         return conv2d(x, self.weight, self.bias, self.stride, self.padding)
 
     __call__ = forward
+
+    # ---- the course's Module 09 helpers (course code calls them; forward does not need them) ----
+
+    def _apply_padding(self, x: Any, padding: int | None = None) -> Any:
+        """x (N, C, H, W) with `padding` (default self.padding) zeros on both sides of H and W
+        -> (N, C, H + 2p, W + 2p); N and C are never padded.
+
+        A Tensor gives a new Tensor (differentiable: its gradient is the padded one cropped);
+        an ndarray or array-like gives a new float32 ndarray.
+        """
+        where = "Conv2d._apply_padding"
+        p = self.padding if padding is None else padding
+        if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 0:
+            raise ValueError(f"{where}: padding must be an int >= 0, got {p!r}")
+        t = x if isinstance(x, Tensor) else Tensor(x)
+        if t.ndim != 4:
+            raise ValueError(f"{where}: x must be 4-D (N, C, H, W), got shape {t.shape}")
+        out = ops.Pad2d.apply(t, padding=int(p))  # (N, C, H + 2p, W + 2p)
+        return out if isinstance(x, Tensor) else out.data
+
+    def _compute_output_shape(self, input_shape: Any) -> tuple[int, int, int, int]:
+        """(N, out_channels, oh, ow) for an input of `input_shape` (N, C, H, W), with
+        oh = (H + 2 * padding - kh) // stride + 1 (ow likewise). A Tensor or an array counts by
+        its shape."""
+        where = "Conv2d._compute_output_shape"
+        shape = getattr(input_shape, "shape", input_shape)
+        try:
+            shape = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{where}: input_shape must be a shape (N, C, H, W), a Tensor or an array, "
+                f"got {input_shape!r}"
+            ) from None
+        if len(shape) != 4:
+            raise ValueError(f"{where}: input_shape must be 4-D (N, C, H, W), got {shape}")
+        if shape[1] != self.in_channels:
+            raise ValueError(
+                f"{where}: input_shape {shape} has {shape[1]} channels but "
+                f"in_channels={self.in_channels}"
+            )
+        g = conv_geometry(shape, self.kernel_size, self.stride, self.padding, where=where)
+        return g.n, self.out_channels, g.oh, g.ow
+
+    def _convolve_loops(self, x_padded: Any) -> Any:
+        """The direct sliding-window convolution of an input that is already padded
+        (see _apply_padding), bias included: (N, C, Hp, Wp) -> (N, out_channels, oh, ow), so
+        that _convolve_loops(_apply_padding(x)) is forward(x).
+
+        A Tensor gives a Tensor (differentiable, as forward); an ndarray or array-like gives a
+        float32 ndarray, with no graph.
+        """
+        where = "Conv2d._convolve_loops"
+        t = x_padded if isinstance(x_padded, Tensor) else Tensor(x_padded)
+        if t.ndim != 4 or t.shape[1] != self.in_channels:
+            raise ValueError(
+                f"{where}: x_padded must be (N, {self.in_channels}, H + 2*padding, "
+                f"W + 2*padding), got shape {t.shape}"
+            )
+        conv_geometry(t.shape, self.kernel_size, self.stride, 0, where=where)  # kernel fits?
+        if isinstance(x_padded, Tensor):
+            return conv2d(t, self.weight, self.bias, self.stride, padding=0)
+        with no_grad():
+            return conv2d(t, self.weight, self.bias, self.stride, padding=0).data
 
     def __repr__(self) -> str:
         return (
