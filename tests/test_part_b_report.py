@@ -1,5 +1,7 @@
-"""render_part_b: full reasons, each untimed backend once, flags spelled out, columns aligned;
-the fusion lesson's rows state their passes over memory, counted from the reference's code."""
+"""Part B's text (bench.report.part_b_text, which the terminal report and the notebook show): full
+reasons, each untimed backend once, flags spelled out, columns aligned, descriptions under their
+row, plain sentences, one progress line per row; the fusion lesson's rows state their time in
+copies of the array, and the reference's passes are counted from the reference's code."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ from tinytorch.extensions import mps
 from tinytorch import extensions, profiling
 from tinytorch.bench import part_b
 from tinytorch.bench import tasks as bench_tasks
+from tinytorch.bench.report import WIDTH, part_b_text, progress_line
 from tinytorch.bench.tasks import GELU_PASSES
 from tinytorch.bench.torch_worker import TorchWorker
 from tinytorch.core.tensor import Tensor
 from tinytorch.milestone07.references import ref_gelu
 from tinytorch.milestone07.results import BenchRow, PartBResult
 from tinytorch.profiling.environment import backend_report
-from tinytorch.render.terminal import render_part_b
+
+render_part_b = part_b_text  # what tinytorch.render.terminal.render_part_b prints
 
 LONG = (
     "triton 3.9.0 is installed but there is no CUDA GPU (set TRITON_INTERPRET=1 before import to "
@@ -65,7 +69,7 @@ def _result() -> PartBResult:
 
 
 def test_reasons_are_whole_and_each_untimed_backend_is_listed_once():
-    text = render_part_b(_result())
+    text = " ".join(render_part_b(_result()).split())  # wrapped lines joined back
     assert LONG in text and text.count(LONG) == 1
     assert text.count("MPS needs macOS with Metal") == 1
     assert "unfused_gelu not in this module" in text
@@ -73,8 +77,11 @@ def test_reasons_are_whole_and_each_untimed_backend_is_listed_once():
 
 def test_flags_are_spelled_out_and_uncredited_rows_show_no_rate():
     text = render_part_b(_result())
-    assert "[incorrect: not credited] your tiled_matmul" in text
-    assert "[not credible: not credited] forged" in text
+    lines = text.splitlines()
+    for flag, detail in (("[incorrect: not credited]", "your tiled_matmul"),
+                         ("[not credible: not credited]", "forged")):  # fmt: skip
+        i = next(i for i, line in enumerate(lines) if line.endswith(flag))
+        assert lines[i + 1] == f"    {detail}"  # the description, under its row
     assert "[noisy: rerun]" in text and "1234.5" in text
     assert "WARNING: the machine was busy: rerun" in text
     assert "measured peak 170 GFLOP/s, copy bandwidth 31.0 GB/s" in text
@@ -91,7 +98,8 @@ def test_problem_blocks_line_up():
         for line in lines[i + 1 :]:  # the block: the indented lines right under its header
             if not line.startswith("  "):
                 break
-            rows.append(line)
+            if not line.startswith("    "):  # a row, not the description under one
+                rows.append(line)
         assert rows
         for row in rows:  # every cell, a number or "-", ends under its column's title
             assert all(row[e - 1] != " " and row[e] == " " for e in ends), (head, row)
@@ -149,12 +157,21 @@ def test_the_gelu_block_states_each_rows_passes_over_memory(monkeypatch) -> None
     ceilings = profiling.Ceilings({1: 90.0}, {1: 14.0}, "test").to_dict()
     lines = render_part_b(PartBResult(rows, [], 1.0, [], ceilings)).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(problem.name))
-    block = {line.split()[1]: line for line in lines[start + 1 : start + 4]}
+    block: dict[str, str] = {}  # backend's last word -> its row line and the description under it
+    last = ""
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        if line.startswith("    "):
+            block[last] += " " + line.strip()
+        else:
+            last = line.split()[1]
+            block[last] = line
     assert "reference" not in block["unfused_gelu"] + block["fused_gelu"]  # the student's rows
     assert "C++ fused kernel (avx2, OpenMP, 2 threads): 1 pass over memory" in block["simd"]
-    fusion = lines[lines.index(next(x for x in lines if x.startswith("fusion:"))) :]
+    fusion = lines[lines.index(next(x for x in lines if x.startswith("Fusion:"))) :]
     for backend in replies:
-        assert any(line.startswith(f"  {backend} ") and "pass" in line for line in fusion)
+        assert any(line.startswith(f"  {backend} ") and "copies" in line for line in fusion)
     said = " ".join(" ".join(fusion).split())  # the reference's counts, said as the reference's
     assert "the reference's unfused_gelu makes 9 passes over memory, each into a new array" in said
     assert "its fused_gelu 9 in-place passes into 2 buffers" in said
@@ -164,7 +181,7 @@ def test_a_time_under_one_pass_is_marked_impossible_never_stated() -> None:
     row = BenchRow("gelu 8x8", "gelu", "c++ simd", "ok", 0.001, None, 40.0, "C++", pass_ms=0.002)
     ceilings = profiling.Ceilings({1: 90.0}, {1: 20.0}, "test").to_dict()
     text = render_part_b(PartBResult([row], [], 1.0, [], ceilings))
-    assert "as long as < 1 pass: impossible (0.5" in text and "as long as   0.5" not in text
+    assert "under 1 copy (0.5 measured): impossible" in text and "as long as   0.5" not in text
 
 
 def test_each_gelu_row_times_its_pass_in_its_own_rounds() -> None:
@@ -176,7 +193,44 @@ def test_each_gelu_row_times_its_pass_in_its_own_rounds() -> None:
                            {"status": "ok", "value": value, "wall_s": 60.0})  # fmt: skip
     assert row.pass_ms == value["pass_ms"]
     text = render_part_b(PartBResult([row], [], 1.0, [], None))  # no ceiling needed
-    assert f"(a pass: {row.pass_ms:.2f} ms)" in text
+    assert f"(one copy: {row.pass_ms:.2f} ms)" in text
+
+
+def test_descriptions_wrap_under_their_own_column_and_every_line_fits() -> None:
+    result = _result()
+    result.rows.append(_row(G, "c++ simd", detail=LONG + "; " + LONG))  # two lines and more
+    lines = render_part_b(result).splitlines()
+    assert all(len(line) <= WIDTH for line in lines), max(lines, key=len)
+    i = next(i for i, line in enumerate(lines) if line.startswith("  c++ simd"))
+    described = []
+    for line in lines[i + 1 :]:
+        if not line.startswith("    "):
+            break
+        described.append(line)
+    assert len(described) >= 3 and all(line[4] != " " for line in described)  # under the row
+    assert " ".join(x.strip() for x in described) == LONG + "; " + LONG  # whole, in order
+    warning = next(i for i, line in enumerate(lines) if line.startswith("WARNING: "))
+    assert lines[warning + 1].startswith(" " * len("WARNING: ")) or len(lines[warning]) < WIDTH - 20
+
+
+def test_the_words_are_plain_sentences_a_student_reads_once() -> None:
+    from tinytorch.bench import report
+
+    text = render_part_b(_result())
+    assert "a pass being" not in text and "q3 - q1" not in text
+    for paragraph in (*report.INTRO, report.FUSION):
+        for sentence in paragraph.replace(": ", ". ").split(". "):
+            assert len(sentence.split()) <= 22, sentence  # one idea per sentence
+            assert ";" not in sentence, sentence
+
+
+def test_one_progress_line_per_row_names_the_row_and_its_time_not_an_unchecked_rate() -> None:
+    row = _row(G, "numpy", ms=0.52, rate=64.3, samples=12)
+    line = progress_line(3, 17, row)
+    assert line == "Part B 3/17: numpy, gemm 256x256x256: 0.52 ms (12 runs)"
+    assert "\n" not in line and "GFLOP/s" not in line  # rates come checked, in the table
+    gone = _row(BG, "mps", "unavailable", detail="MPS needs macOS")
+    assert progress_line(17, 17, gone).endswith("bias+gelu 512x1024: not available")
 
 
 def test_tito_info_part_b_the_torch_worker_and_mps_give_one_torch_hint(monkeypatch):
