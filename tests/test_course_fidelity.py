@@ -274,8 +274,9 @@ def test_conv2d_has_the_helpers_course_code_calls() -> None:
     # _compute_output_shape: (N, out_channels, oh, ow) from a shape, an array or a Tensor.
     assert conv._compute_output_shape((2, 2, 7, 6)) == (2, 3, 4, 3)
     assert conv._compute_output_shape(x) == conv._compute_output_shape(t) == (2, 3, 4, 3)
-    with pytest.raises(ValueError, match="input_shape"):
-        conv._compute_output_shape((2, 2, 7))
+    for bad in ((2, 2, 7), (2, 2, 7.5, 6), "2x2x7x6", (2, 3, 7, 6)):  # 3 channels: not in_channels
+        with pytest.raises(ValueError, match="input_shape"):
+            conv._compute_output_shape(bad)
     # _convolve_loops: the direct sliding-window convolution of the padded input.
     out = conv._convolve_loops(xp)
     assert isinstance(out, np.ndarray) and out.shape == (2, 3, 4, 3)

@@ -159,13 +159,14 @@ class Conv2d:
         its shape."""
         where = "Conv2d._compute_output_shape"
         shape = getattr(input_shape, "shape", input_shape)
-        try:
-            shape = tuple(int(d) for d in shape)
-        except (TypeError, ValueError):
+        if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
             raise ValueError(
-                f"{where}: input_shape must be a shape (N, C, H, W), a Tensor or an array, "
-                f"got {input_shape!r}"
-            ) from None
+                f"{where}: input_shape must be a shape of ints (N, C, H, W), a Tensor or an "
+                f"array, got {input_shape!r}"
+            )
+        shape = tuple(int(d) for d in shape)
         if len(shape) != 4:
             raise ValueError(f"{where}: input_shape must be 4-D (N, C, H, W), got {shape}")
         if shape[1] != self.in_channels:
