@@ -10,27 +10,38 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-import matplotlib.pyplot as plt
-
 from tinytorch.viz import im2col, style, tiles
-from tinytorch.viz.im2col import draw_im2col
-from tinytorch.viz.tiles import draw_ragged_tiles
+from tinytorch.viz.im2col import draw_im2col, im2col_cost
+from tinytorch.viz.redraw import BUDGET_S, Redraw
+from tinytorch.viz.tiles import draw_ragged_tiles, tiles_cost
 
 
 class _Explorer:
-    """Sliders -> draw(**values) -> the Output; a ValueError becomes a message, never a traceback."""
+    """Sliders -> draw(**values) -> the Output, through one viz.redraw.Redraw.
+
+    A ValueError becomes a message, never a traceback; a redraw overtaken by a newer slider
+    value is dropped; a drawing estimated above redraw.BUDGET_S is drawn coarser (the drawing
+    function's `coarse=True`), and the status line says so.
+    """
 
     def __init__(
-        self, sliders: dict[str, Any], draw: Callable[..., Any], name: str, height_in: float
+        self,
+        sliders: dict[str, Any],
+        draw: Callable[..., Any],
+        name: str,
+        height_in: float,
+        cost: Callable[..., float],
     ) -> None:
         import ipywidgets as w
 
-        self.sliders, self.draw = sliders, draw
+        self.sliders, self.draw, self.cost = sliders, draw, cost
         self.redraws = 0
         self.error: str | None = None
+        self.coarse = False  # the figure on screen was drawn coarse
         self.status = w.HTML()
         self.out = w.Output()
         self.out.add_class(f"tt-{name}-out")  # a stable handle for the browser test
+        self.redraw = Redraw(self.out, self.status)
         # As tall as the figure (drawn at a fixed height): a redraw keeps the page where it was.
         self.out.layout.min_height = f"{round(height_in * style.DPI)}px"
         rows = [w.HBox(list(sliders.values())[i : i + 2]) for i in range(0, len(sliders), 2)]
@@ -58,28 +69,39 @@ class _Explorer:
 
     def refresh(self) -> None:
         self.redraws += 1
-        self.status.value = "<i style='color:#555'>drawing...</i>"  # busy until the figure shows
-        self.out.add_class("tt-busy")  # the old figure dimmed in place: the page does not jump
-        self.out.clear_output(wait=True)
+        kwargs = self.kwargs()  # read now: a later slider move is a newer request
+        gen = self.redraw.begin("drawing...")  # busy until the figure shows
         try:
-            fig = self.draw(**self.kwargs())
-        except ValueError as exc:
-            self.error = str(exc)
-            self.out.clear_output()
-            self.status.value = f"<b style='color:#d62728'>{html.escape(str(exc))}</b>"
-            self.out.remove_class("tt-busy")
-            return
-        self.error = None
-        self.status.value = ""
-        with self.out:
-            plt.show()
-        plt.close(fig)
-        self.out.remove_class("tt-busy")
+            seconds = self.cost(**kwargs)
+        except ValueError:  # a geometry with no output: the drawing names it
+            seconds = 0.0
+        coarse = seconds > BUDGET_S
+        note = (
+            f"<i>Drawn coarse: the full drawing would take about {seconds:.0f} s"
+            f" (more than {BUDGET_S:.0f} s). Smaller sizes show every label.</i>"
+            if coarse
+            else ""
+        )
+
+        def make() -> Any:
+            return self.draw(**kwargs, coarse=True) if coarse else self.draw(**kwargs)
+
+        shown = self.redraw.draw(gen, make, lambda _fig: note)
+        if self.redraw.current(gen):
+            self.error = None if shown else _plain(self.status.value)
+            self.coarse = coarse and shown
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
+
+
+def _plain(markup: str) -> str:
+    """The text of a one-element status line."""
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 def _slider(description: str, value: int, low: int, high: int) -> Any:
@@ -110,6 +132,7 @@ class TileExplorer(_Explorer):
             draw_ragged_tiles,
             "tiles",
             tiles.FIG_HEIGHT_IN,
+            tiles_cost,
         )
 
 
@@ -133,6 +156,7 @@ class Im2colExplorer(_Explorer):
             draw_im2col,
             "im2col",
             im2col.FIG_HEIGHT_IN,
+            im2col_cost,
         )
 
     def output_size(self) -> tuple[int, int]:

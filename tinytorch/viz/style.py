@@ -1,4 +1,4 @@
-"""One figure style for every Milestone 07 drawing: its width, its smallest text, each backend's colour.
+"""One figure style for every Milestone 07 drawing: its width, its smallest text, its colours.
 
 Sized for JupyterLab in a 1400 px browser window with the file browser open, where an output area
 is about 950 CSS px wide. `%matplotlib inline` renders at matplotlib's figure.dpi (100) with
@@ -17,22 +17,33 @@ MAX_WIDTH_IN = 9.4  # 940 px at DPI: fits a ~950 px output area without downscal
 FONT_PT = 10.0  # titles and axis labels
 MIN_FONT_PT = 9.0  # the smallest text anywhere: ticks, legends, annotations, bar values
 
-# One colour per backend, in every chart (bars, roofline, the tile-size timing): a student learns
-# "red is me" once. Students are reds, baselines take the other tab10 hues.
+# Pass and fail have the only red and green in any figure: a student learns "red is wrong" once.
+# Timeouts, crashes and errors are grey: no verdict on the numbers, because none came back.
+PASS_COLOUR = "#2ca02c"
+FAIL_COLOUR = "#d62728"
+ERROR_COLOUR = "#7f7f7f"
+# Wrongness shaded from none to most (error maps, missing products): the fail hue, graded.
+ERROR_CMAP = "Reds"
+# What a drawing points at (the receptive field, the corner tile, the selected row): not a verdict.
+HIGHLIGHT_COLOUR = "#000000"
+
+# One colour per backend, in every chart (bars, roofline, the tile-size timing), and never red or
+# green: those mean fail and pass. The student's kernels are purples, the baselines other hues.
+# Part B's charts (viz/timing.py) take theirs from backend_colour, as does the tile-size timing.
 BACKEND_COLOURS: dict[str, str] = {
-    "student": "#d62728",
-    "student fused_gelu": "#a50f15",
-    "student unfused_gelu": "#ff9896",
-    "reference": "#7f7f7f",
+    "student": "#762a83",
+    "student fused_gelu": "#9970ab",
+    "student unfused_gelu": "#c2a5cf",
+    "reference": "#053061",
     "numpy": "#1f77b4",
-    "c++ simd": "#2ca02c",
-    "torch-cpu": "#ff7f0e",
-    "triton": "#9467bd",
-    "mps": "#8c564b",
+    "c++ simd": "#ff7f0e",
+    "torch-cpu": "#17becf",
+    "triton": "#e6ab02",
+    "mps": "#a6761d",
 }
 # A figure being redrawn is dimmed in place (explorers and the heatmap add the class "tt-busy").
 BUSY_CSS = "<style>.tt-busy{opacity:0.35;transition:opacity 0.1s}</style>"
-_SPARE = ("#17becf", "#bcbd22", "#e377c2", "#aec7e8", "#98df8a", "#c5b0d5")  # unknown backends
+_SPARE = ("#6baed6", "#fdae6b", "#bcbddc", "#e7cb94", "#393b79", "#ce6dbd")  # unknown backends
 
 
 def backend_colour(backend: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
@@ -12,10 +13,12 @@ from matplotlib.ticker import MaxNLocator
 from tinytorch.viz import style
 
 # One colour per tile kind, shared by the figure and its legend.
+# No red or green: those mean fail and pass (viz/style.py); the corner tile is framed in
+# style.HIGHLIGHT_COLOUR.
 TILE_COLOURS = {
     "full": "#9ecae1",
     "ragged_m": "#fdae6b",
-    "ragged_n": "#a1d99b",
+    "ragged_n": "#bcbddc",
     "ragged_mn": "#e377c2",
 }
 TILE_LABELS = {
@@ -113,10 +116,51 @@ def _points_per_unit(ax, along_x: float, along_y: float) -> tuple[float, float]:
 
 
 FIG_HEIGHT_IN = 4.6  # the explorer's Output reserves this height, so a redraw never jumps
+# Seconds to draw and render inline (bbox_inches="tight" renders twice), measured on a busy 2-core
+# machine: a fixed part, each tile of C as a framed patch, each K-block in A and B.
+_COST_BASE_S, _COST_PER_TILE_S, _COST_PER_K_BLOCK_S = 0.4, 1.5e-3, 1e-3
 
 
-def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
-    """A (M, K), B (K, N) and C (M, N) cut into tiles; the corner tile of C and the K-blocks it sums."""
+def tiles_cost(m: int, n: int, k: int, tile: int, coarse: bool = False) -> float:
+    """Estimated seconds draw_ragged_tiles(m, n, k, tile, coarse) takes to draw and show."""
+    lay = tile_layout(m, n, k, tile)
+    per_tile = 0.0 if coarse else _COST_PER_TILE_S  # coarse: C is one image
+    return _COST_BASE_S + per_tile * len(lay.tiles) + _COST_PER_K_BLOCK_S * 2 * len(lay.k_blocks)
+
+
+def _draw_c_coarse(ax, layout: TileLayout) -> None:
+    """C's tiles as one image of their kinds plus the tile edges: the same picture, one artist."""
+    from matplotlib.colors import ListedColormap
+
+    kinds = list(TILE_COLOURS)
+    codes = np.zeros((layout.m, layout.n), dtype=np.int64)  # (M, N) tile kind of each entry
+    for t in layout.tiles:
+        rows = slice(t.row.start, t.row.start + t.row.size)
+        codes[rows, t.col.start : t.col.start + t.col.size] = kinds.index(t.kind)
+    cmap = ListedColormap([TILE_COLOURS[kind] for kind in kinds])
+    ax.imshow(
+        codes,
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=len(kinds) - 0.5,
+        extent=(0, layout.n, layout.m, 0),
+        interpolation="nearest",
+    )
+    # Tile edges only where tiles are at least ~4 pt apart: denser, they would paint C black.
+    spacing_pt = layout.tile * style.MAX_WIDTH_IN * 72 / 3 / max(layout.m, layout.n)
+    if spacing_pt >= 4:
+        for s in layout.rows[1:]:
+            ax.axhline(s.start, color="black", linewidth=0.4)
+        for s in layout.cols[1:]:
+            ax.axvline(s.start, color="black", linewidth=0.4)
+
+
+def draw_ragged_tiles(m: int, n: int, k: int, tile: int, coarse: bool = False) -> Figure:
+    """A (M, K), B (K, N) and C (M, N) cut into tiles; the corner tile of C and the K-blocks it sums.
+
+    `coarse` draws C's tiles as one image (same colours, same edges, no size labels): what the
+    explorer asks for when tiles_cost says the full drawing would take too long.
+    """
     layout = tile_layout(m, n, k, tile)
     widest = max(k, n)
     # Each panel gets at least a quarter of the widest one's share, so K = 1 is no sliver.
@@ -131,7 +175,9 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
     n_k = len(layout.k_blocks)
 
     # C: every output tile, coloured by kind.
-    for t in layout.tiles:
+    if coarse:
+        _draw_c_coarse(ax_c, layout)
+    for t in () if coarse else layout.tiles:
         ax_c.add_patch(
             Rectangle(
                 (t.col.start, t.row.start),
@@ -144,9 +190,17 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
         )
     corner = (last_col.start, last_row.start)
     ax_c.add_patch(
-        Rectangle(corner, last_col.size, last_row.size, fill=False, edgecolor="red", linewidth=2.5)
+        Rectangle(
+            corner,
+            last_col.size,
+            last_row.size,
+            fill=False,
+            edgecolor=style.HIGHLIGHT_COLOUR,
+            linewidth=2.5,
+        )
     )
-    _frame(ax_c, m, n, f"C = A @ B ({m}x{n}), tile {tile}", "M", "N")
+    title = f"C ({m}x{n}), tile {tile}, coarse" if coarse else f"C = A @ B ({m}x{n}), tile {tile}"
+    _frame(ax_c, m, n, title, "M", "N")
 
     # A and B: the row panel and column panel the corner tile reads, cut into the K-loop blocks.
     shades = plt.get_cmap("Purples")
@@ -183,12 +237,12 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int) -> Figure:
     )
     products = "1 K-block product" if n_k == 1 else f"{n_k} K-block products"
     fig.suptitle(
-        f"The red corner tile of C sums {products}:\n"
+        f"The framed corner tile of C sums {products}:\n"
         f"C[i, j] += A[i, k] @ B[k, j] for each k-block (use +=, not =)",
         fontsize=style.FONT_PT,
     )
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    _label_blocks(layout, ax_a, ax_b, ax_c)
+    _label_blocks(layout, ax_a, ax_b, None if coarse else ax_c)
     return fig
 
 
@@ -227,6 +281,8 @@ def _label_blocks(layout: TileLayout, ax_a, ax_b, ax_c) -> None:
                 fontsize=font,
                 color=colour,
             )
+    if ax_c is None:  # coarse: no per-tile labels
+        return
     c_x, c_y = _points_per_unit(ax_c, n, m)
     for t in layout.tiles:
         text = f"{t.row.size}x{t.col.size}"

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 from tinytorch.viz import style
 from tinytorch.viz.bugs import BUGS, YOURS, bug_grid
 from tinytorch.viz.heatmap import HeatmapData, draw_heatmap, heatmap_data, shape_label
+from tinytorch.viz.redraw import BUDGET_S, Redraw, over_budget
 
 # (M, K, N): ragged on every axis, 1-wide, K = 1, smaller than a tile, larger than two tiles.
 SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -183,8 +184,37 @@ def _default_grid() -> Grid:
     return check_matmul_grid
 
 
+def block_products(shapes: Sequence[tuple[int, int, int]], tiles: Sequence[int]) -> int:
+    """How many tile products a tiled_matmul computes over every (shape, tile) pair.
+
+    Each is one Python-level `A[i0:i1, k0:k1] @ B[k0:k1, j0:j1]`, so its count, not the flops,
+    sets the time: (150, 131, 140) at tile 3 is 50 * 44 * 47 = 103,400 of them.
+    """
+    return sum(-(-m // t) * -(-k // t) * -(-n // t) for m, k, n in shapes for t in tiles)
+
+
+# Seconds per block product and per grid run (the child's start), measured on a quiet 2-core
+# machine with the reference; each run of this widget refines the per-product figure for the
+# kernel it ran (a student's pure-Python loops are slower, and the estimate learns it).
+SECONDS_PER_BLOCK = 10e-6
+GRID_START_S = 0.8
+SPEED_REPEATS = 4  # tile_throughput's 3 timed samples and one warm-up
+
+
+def _worst_pair(shapes: Sequence[tuple[int, int, int]], tiles: Sequence[int]) -> str:
+    shape, tile = max(
+        ((s, t) for s in shapes for t in tiles), key=lambda st: block_products([st[0]], [st[1]])
+    )
+    return f"tile {tile} on {shape_label(shape)}"
+
+
 class TileHeatmap:
-    """Widget state and its refresh; `.widget` is what the notebook displays."""
+    """Widget state and its refresh; `.widget` is what the notebook displays.
+
+    Every refresh goes through one viz.redraw.Redraw: a result that comes back for an older
+    request (the dropdown changed meanwhile) is dropped, so the figure, its title and the status
+    line always describe the newest request.
+    """
 
     def __init__(
         self,
@@ -212,9 +242,8 @@ class TileHeatmap:
         self.last: HeatmapData | None = None
         self.last_speed: dict[str, Any] | None = None
         self.refreshes = 0
-        self.busy = False
         self.shown: str | None = None  # what the Output holds now: HEATMAP, SPEED or None
-        self.states: list[str] = []  # every status shown, in order (what the tests read)
+        self.seconds_per_block: dict[str, float] = {}  # kernel name -> measured, see estimate
         self.source = w.Dropdown(
             options=[YOURS, *BUGS],
             value=YOURS,
@@ -238,6 +267,7 @@ class TileHeatmap:
         self.status = w.HTML()
         self.out = w.Output()
         self.out.add_class("tt-heatmap-out")  # a stable handle for the browser test
+        self.redraw = Redraw(self.out, self.status)
         # The taller of its two figures: a redraw keeps the page where it was.
         tallest = max(1.0 + 0.55 * len(self.shapes_by_label), SPEED_HEIGHT_IN)
         self.out.layout.min_height = f"{round(tallest * style.DPI)}px"
@@ -249,36 +279,36 @@ class TileHeatmap:
             control.observe(self._changed, names="value")
         self.refresh()
 
+    @property
+    def busy(self) -> bool:
+        return self.redraw.busy
+
+    @property
+    def states(self) -> list[str]:
+        """Every status shown, in order (what the tests read)."""
+        return self.redraw.states
+
     def _changed(self, _change: dict[str, Any]) -> None:
         self.refresh()
 
-    def _clear(self) -> None:
-        self.out.clear_output()
-        self.out.remove_class("tt-busy")
-        self.shown = None
+    def _show(self, gen: int, fig_maker: Callable[[], Any], status: str, view: str) -> None:
+        if self.redraw.draw(gen, fig_maker, lambda _fig: status):
+            self.shown = view
 
-    def _busy(self) -> None:
-        """The figure shown stays, dimmed, until the next one replaces it (no page jump)."""
-        self.out.add_class("tt-busy")
-        self.out.clear_output(wait=True)
-
-    def _show(self, fig: Any, view: str) -> None:
-        with self.out:
-            plt.show()
-            plt.close(fig)
-        self.out.remove_class("tt-busy")
-        self.shown = view
-
-    def _say(self, text: str) -> None:
-        self.status.value = text
-        self.states.append(text)
+    def _end(self, gen: int, text: str, *, error: bool = False) -> None:
+        done = self.redraw.error(gen, text) if error else self.redraw.message(gen, text)
+        if done:
+            self.shown = None
 
     @property
     def grid(self) -> Grid:
         """The student's grid, or an example bug's (run here: it is our code)."""
-        if self.source.value == YOURS:
+        return self._grid_of(self.source.value)
+
+    def _grid_of(self, source: str) -> Grid:
+        if source == YOURS:
             return self.student_grid
-        return bug_grid(BUGS[self.source.value])
+        return bug_grid(BUGS[source])
 
     def selection(self) -> tuple[list[tuple[int, int, int]], list[int]]:
         """The shapes and tile sizes currently picked, in display order."""
@@ -290,60 +320,121 @@ class TileHeatmap:
         ]
         return shapes, tiles
 
+    def estimate(
+        self, source: str, shapes: Sequence[tuple[int, int, int]], tiles: Sequence[int]
+    ) -> float:
+        """Seconds a grid run of `source` should take: block products x seconds per product
+        (the last measured for that kernel, never below SECONDS_PER_BLOCK) + the child's start."""
+        per = max(SECONDS_PER_BLOCK, self.seconds_per_block.get(source, 0.0))
+        start = GRID_START_S if source == YOURS else 0.0
+        return start + per * block_products(shapes, tiles)
+
+    def _learn(self, source: str, blocks: int, seconds: float) -> None:
+        if blocks >= 5_000:  # enough products for the start-up time not to dominate
+            start = GRID_START_S if source == YOURS else 0.0
+            self.seconds_per_block[source] = max(seconds - start, 0.0) / blocks
+
     def refresh(self) -> None:
         """Recompute the current view and redraw; never raises into the widget."""
         self.refreshes += 1
-        self.busy = True
-        try:
-            if self.view.value == SPEED:
-                self._refresh_speed()
-            else:
-                self._refresh_heatmap()
-        finally:
-            self.busy = False
+        if self.view.value == SPEED:
+            self._refresh_speed()
+        else:
+            self._refresh_heatmap()
 
     def _refresh_heatmap(self) -> None:
+        import time
+
+        # Everything this request shows is read now, before anything slow: a change made while
+        # it runs is a newer request, and this one's result is then dropped.
+        source, refresh = self.source.value, self.refreshes
         shapes, tiles = self.selection()
+        who = html.escape(source)
+        gen = self.redraw.begin(f"running… {who} on {len(shapes)} shapes x {len(tiles)} tile sizes")
         if not shapes or not tiles:
             self.last = None
-            self._clear()  # now, not on the next output: there is none
-            self._say("<i>Pick at least one tile size and one shape.</i>")
+            self._end(gen, "<i>Pick at least one tile size and one shape.</i>")
             return
-        who = html.escape(self.source.value)
-        self._say(f"<i>running… {who} on {len(shapes)} shapes x {len(tiles)} tile sizes</i>")
-        self._busy()
-        try:
-            results = self.grid(self.impl, shapes, tiles, seed=self.seed, timeout=self.timeout)
-            self.last = heatmap_data(results, shapes, tiles)
-        except Exception as exc:  # noqa: BLE001  (a broken grid run must not kill the widget)
-            self.last = None
-            self._clear()
-            self._say(f"<b style='color:#d62728'>grid failed: {html.escape(repr(exc))}</b>")
-            return
-        passed = int((self.last.status == 1).sum())
-        self._say(
-            f"<b>{passed}/{self.last.status.size}</b> (shape, tile) pairs pass for {who} "
-            f"(refresh {self.refreshes}, tiles {tiles})"
+        seconds = self.estimate(source, shapes, tiles)
+        refusal = over_budget(
+            seconds,
+            f"{block_products(shapes, tiles):,} tile products ({_worst_pair(shapes, tiles)} is"
+            " the costliest)",
+            "Pick larger tile sizes or fewer shapes.",
         )
-        self._show(draw_heatmap(self.last, title=f"tiled_matmul ({self.source.value})"), HEATMAP)
+        if refusal:
+            self.last = None
+            self._end(gen, f"<b>{html.escape(refusal)}</b>")
+            return
+        start = time.perf_counter()
+        try:
+            results = self._grid_of(source)(
+                self.impl, shapes, tiles, seed=self.seed, timeout=self.timeout
+            )
+            data = heatmap_data(results, shapes, tiles)
+        except Exception as exc:  # noqa: BLE001  (a broken grid run must not kill the widget)
+            if self.redraw.current(gen):
+                self.last = None
+            self._end(gen, f"grid failed: {exc!r}", error=True)
+            return
+        self._learn(source, block_products(shapes, tiles), time.perf_counter() - start)
+        if not self.redraw.current(gen):  # overtaken: the newer request shows its own
+            self.redraw.dropped += 1
+            return
+        self.last = data
+        passed = int((data.status == 1).sum())
+        status = (
+            f"<b>{passed}/{data.status.size}</b> (shape, tile) pairs pass for {who} "
+            f"(refresh {refresh}, tiles {tiles})"
+        )
+        self._show(
+            gen, lambda: draw_heatmap(data, title=f"tiled_matmul ({source})"), status, HEATMAP
+        )
+
+    def speed_estimate(self, tiles: Sequence[int] = THROUGHPUT_TILES) -> float:
+        """Seconds the speed view should take: the timed products, at the student's measured rate."""
+        per = max(SECONDS_PER_BLOCK, self.seconds_per_block.get(YOURS, 0.0))
+        n = THROUGHPUT_SIZE
+        return GRID_START_S + per * SPEED_REPEATS * block_products([(n, n, n)], tiles)
 
     def _refresh_speed(self) -> None:
-        self._say(f"<i>running… timing your tiled_matmul at tile sizes {THROUGHPUT_TILES}</i>")
-        self._busy()
+        source, refresh = self.source.value, self.refreshes
+        gen = self.redraw.begin(
+            f"running… timing your tiled_matmul at tile sizes {THROUGHPUT_TILES}"
+        )
+        # Coarsen, never block: drop the smallest tiles until the rest fit the budget.
+        tiles = list(THROUGHPUT_TILES)
+        while len(tiles) > 1 and self.speed_estimate(tiles) > BUDGET_S:
+            tiles.pop(0)
+        skipped = [t for t in THROUGHPUT_TILES if t not in tiles]
         try:
-            self.last_speed = self.timer(self.impl, seed=self.seed)
+            if skipped:
+                data = self.timer(self.impl, seed=self.seed, tiles=tuple(tiles))
+            else:
+                data = self.timer(self.impl, seed=self.seed)
         except Exception as exc:  # noqa: BLE001
-            self.last_speed = None
-            self._clear()
-            self._say(f"<b style='color:#d62728'>timing failed: {html.escape(repr(exc))}</b>")
+            if self.redraw.current(gen):
+                self.last_speed = None
+            self._end(gen, f"timing failed: {exc!r}", error=True)
             return
-        errors = "; ".join(self.last_speed.get("errors", []))
-        self._say(
-            f"<b>GFLOP/s of your tiled_matmul</b> beside NumPy (refresh {self.refreshes})"
-            + (f"{SPEED_TIMES_YOURS}" if self.source.value != YOURS else "")
+        if not self.redraw.current(gen):
+            self.redraw.dropped += 1
+            return
+        self.last_speed = data
+        errors = "; ".join(data.get("errors", []))
+        note = (
+            f" Tile sizes {skipped} left out: timing them would take more than"
+            f" {BUDGET_S:.0f} s at your kernel's measured speed."
+            if skipped
+            else ""
+        )
+        status = (
+            f"<b>GFLOP/s of your tiled_matmul</b> beside NumPy (refresh {refresh})"
+            + (f"{SPEED_TIMES_YOURS}" if source != YOURS else "")
+            + html.escape(note)
             + (f" <span style='color:#d62728'>{html.escape(errors)}</span>" if errors else "")
         )
-        self._show(draw_tile_throughput(self.last_speed), SPEED)
+        self._show(gen, lambda: draw_tile_throughput(data), status, SPEED)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
