@@ -174,12 +174,12 @@ def test_the_platform_entry_keeps_the_students_code_off_the_milestones_uid(
     (sub / "acceleration.py").write_text(ZERO + FORGER)
     doc, _how = autograder.grade_platform_submission(sub)
     assert doc["verdict"] != "PASS", doc
-    # Where Python lives under a folder other uids cannot enter (/root/.pyenv), the sandbox keeps
-    # root's uid without a mount namespace (its isolation record says so): then only the exit
-    # status check stands between the forgery and the grade.
+    # Where Python lives under a folder other uids cannot enter (/root/.pyenv), the sandbox would
+    # keep root's uid without a mount namespace: grading refuses to start (fails closed), and the
+    # student's code never runs.
     package = str(ROOT / "tinytorch")
     if confine.blocked_dirs(spawn.needed_paths(package)):
-        assert doc["verdict"] == "ERROR" and "not trusted" in doc["error"], doc
+        assert doc["verdict"] == "ERROR" and "isolation (uid)" in doc["error"], doc
     else:
         assert doc["verdict"] == "INCOMPLETE", doc.get("error")  # no Im2colConv2dFunction: unforged
 

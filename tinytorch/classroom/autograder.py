@@ -34,7 +34,7 @@ from tinytorch.classroom.scoring import Points, load_points
 from tinytorch.classroom.submissions import snapshot
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
 from tinytorch.render.safe_text import clean_tree
-from tinytorch.sandbox import stage
+from tinytorch.sandbox import spawn, stage
 
 VENV = "/opt/tinytorch"
 # Gradescope's default container: 768 MB and half a vCPU. The whole tree (this process, the
@@ -215,7 +215,11 @@ def run_platform(
         points, part_b = _config(root)
         if points_file is not None:
             points = load_points(points_file)
-        doc, how = grade_platform_submission(root / sub_dir, part_b=part_b)
+        refused = spawn.grading_refusal()  # fail closed: the student's code is not isolated
+        if refused:
+            doc = error_doc(str(root / sub_dir), "ERROR", f"grading refused: {refused}")
+        else:
+            doc, how = grade_platform_submission(root / sub_dir, part_b=part_b)
     except Exception as exc:  # noqa: BLE001 - any grader failure still yields results.json
         traceback.print_exc()
         points, doc = Points(), error_doc(str(root / sub_dir), "ERROR", f"grader error: {exc}")
@@ -232,6 +236,7 @@ def run_platform(
             "peak_mb": grader["tree_peak_mb"],
             "seconds": grader["seconds"],
             "user": how,
+            "graded_file": doc.get("graded_file"),
         }
     else:
         out = prairielearn_results(doc, points)

@@ -52,7 +52,7 @@ from tinytorch.classroom.similarity import normalise
 from tinytorch.classroom.submissions import Submission, discover, source_text
 from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.render.safe_text import clean_tree
-from tinytorch.sandbox import stage, uids
+from tinytorch.sandbox import spawn, stage, uids
 from tinytorch.sandbox.child.exports import has_nbdev_markers
 
 
@@ -248,12 +248,19 @@ def grade_class(
     subs = discover(submissions, skipped=skipped, hard_links=set(inside))
     out = Path(out)
     results, logs, work = out / "results", out / "logs", out / ".work"
-    for d in (results, logs):
-        d.mkdir(parents=True, exist_ok=True)
+    for d in (results, logs):  # classmates' results and logs: no student's process reads them
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        d.chmod(0o700)
     work.mkdir(mode=0o700, parents=True, exist_ok=True)
     work.chmod(0o700)  # the grader's copies: no student's process needs to read them
     run = ClassRun()
     run.warnings += skipped
+    unisolated = spawn.isolation_problem() or spawn.visible_to_child(submissions)
+    trusted_note = f"graded with --trusted-code ({spawn.TRUST_VAR}=1): {unisolated}"
+    if unisolated and not spawn.trusted():  # fail closed (tito grade-class says so first)
+        raise ValueError(f"refused: {unisolated}")
+    if unisolated:
+        run.warnings.append(trusted_note)
     options = run_options(
         notebook=notebook, part_b=part_b, case_timeout=case_timeout, wall_timeout=wall_timeout
     )
@@ -338,7 +345,7 @@ def grade_class(
             slots.put(slot)
         doc["impl"] = str(sub.impl)
         doc["graded_file"] = blob.chosen or sub.impl.name
-        for note in (blob.note(), shared.get(sub.student, "")):
+        for note in (blob.note(), shared.get(sub.student, ""), trusted_note if unisolated else ""):
             if note:
                 doc.setdefault("warnings", []).append(note)
         doc.setdefault("grader", {})["cpu_group"] = {"active": groups.active, "why": groups.why}

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 
 from tinytorch.cli.milestone import DEFAULT_BUDGET_S
 from tinytorch.cli.validate import positive_seconds
+from tinytorch.sandbox.spawn import TRUST_VAR
 
 
 def parse_param(text: str) -> tuple[str, object]:
@@ -31,11 +33,15 @@ def parse_param(text: str) -> tuple[str, object]:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: nbclient/nbformat cost ~1 s, which every other tito command should not pay.
-    from tinytorch.cli.milestone import missing_impl
+    from tinytorch.cli.milestone import missing_impl, refused_impl
     from tinytorch.grading.grade import ERROR, USAGE, UsageError, grade
     from tinytorch.render.resultfile import ResultFileError
 
-    why = missing_impl(args.impl) if args.impl else None
+    if args.trusted_code:
+        os.environ[TRUST_VAR] = "1"  # the sandboxes of this run, and every result, say so
+    why = None
+    if args.impl:  # a link is refused in grading mode, as by tito milestone run (no classmate's)
+        why = missing_impl(args.impl) or refused_impl(args.impl, grading=not args.practice)
     if why:
         print(f"tito grade: {why}", file=sys.stderr)
         return USAGE
@@ -70,6 +76,12 @@ def _run(args: argparse.Namespace) -> int:
     if lines:
         print("\n".join(lines))
     return code
+
+
+TRUSTED_HELP = (
+    "grade even where the student's code cannot be isolated (not root, or Python unreadable by "
+    "the sandbox uid without namespaces): for code you trust only; every result says so"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -114,6 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--executed", metavar="out.ipynb", help="write the executed notebook here")
+    p.add_argument("--trusted-code", action="store_true", help=TRUSTED_HELP)
     p.add_argument(
         "--timeout",
         type=float,

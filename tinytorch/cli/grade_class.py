@@ -1,6 +1,6 @@
 """`tito grade-class`: grade a whole class folder in parallel (see tinytorch/classroom).
 
-    tito grade-class SUBMISSIONS --out DIR [--jobs N] [--part-b] [--force]
+    tito grade-class SUBMISSIONS --out DIR [--jobs N] [--part-b] [--force] [--trusted-code]
                      [--points FILE] [--timeout S] [--wall-timeout S]
 
 Exit status: 0 every student graded (whatever their verdicts), 2 usage error, 130 interrupted.
@@ -9,10 +9,12 @@ Exit status: 0 every student graded (whatever their verdicts), 2 usage error, 13
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from tinytorch.cli.grade import TRUSTED_HELP
 from tinytorch.cli.validate import positive
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
@@ -23,7 +25,14 @@ def run(args: argparse.Namespace) -> int:
 
     from tinytorch.classroom.classgrade import Tally, grade_and_report, usable_cpus
     from tinytorch.classroom.scoring import load_points
+    from tinytorch.sandbox.spawn import TRUST_VAR, grading_refusal, trusted, visible_to_child
 
+    if args.trusted_code:
+        os.environ[TRUST_VAR] = "1"  # every milestone run inherits it, and every result says so
+    why = grading_refusal() or (None if trusted() else visible_to_child(args.submissions))
+    if why:
+        print(f"tito grade-class: refused: {why}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         points = load_points(args.points)
     except (ValueError, TypeError) as exc:
@@ -104,6 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kept for old scripts: notebooks are graded by default")  # fmt: skip
     p.add_argument("--part-b", action="store_true", help="also run the Part B timings")
     p.add_argument("--force", action="store_true", help="regrade students already graded")
+    p.add_argument("--trusted-code", action="store_true", help=TRUSTED_HELP)
     p.add_argument("--points", metavar="FILE", help="points per case/check (TOML or JSON)")
     p.add_argument("--timeout", type=positive(float), metavar="S",
                    help="seconds per case (the milestone's --timeout, default 5)")  # fmt: skip

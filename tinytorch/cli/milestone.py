@@ -89,12 +89,16 @@ def missing_impl(impl: str) -> str | None:
 def refused_impl(impl: str, *, grading: bool) -> str | None:
     """One line saying why the file --impl names is not graded, else None: a special file (a FIFO
     would block), a file over the size cap, or, in grading mode, a symbolic link (it may point to
-    a classmate's file; the class grader refuses it too). Checked from lstat, opening nothing."""
+    a classmate's file; the class grader refuses it too). Checked from lstat, opening nothing.
+    In grading mode, first: where the student's code would not be isolated (fail closed:
+    tinytorch.sandbox.spawn.isolation_problem), the layer and the fix."""
     import stat
 
-    from tinytorch.sandbox import stage
+    from tinytorch.sandbox import spawn, stage
     from tinytorch.sandbox.child.load import is_path
 
+    if grading and (why := spawn.grading_refusal()):
+        return why
     if not (is_path(impl) or impl.endswith(".ipynb")):
         return None
     try:

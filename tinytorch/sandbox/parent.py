@@ -409,6 +409,12 @@ class Sandbox:
         self._layer("namespaces", bool(prefix), ns_why)
         self._layer("network", bool(prefix), "none: own net namespace" if prefix else ns_why)
         ids = self.ids if not (prefix and "--user" in prefix) else None
+        if self.grading and self.impl is not None:  # fail closed: no student code unisolated
+            problem = spawn.isolation_problem(spawn.needed_paths(str(_HERE)))
+            if problem and not spawn.trusted():
+                raise spawn.IsolationRefused(problem)
+            if problem:
+                self._layer("trusted", False, f"{spawn.TRUST_VAR}=1: graded anyway; {problem}")
         self._root, work, copied = spawn.private_dir(self.impl, ids, follow=not self.grading)
         impl = copied or self.impl
         if impl is not None and copied is None and (impl.endswith(".py") or os.sep in impl):

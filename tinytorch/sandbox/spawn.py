@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,12 @@ from tinytorch.sandbox.child.load import MODULE_FILE
 from tinytorch.sandbox.procs import TOKEN_VAR, remove_tree
 
 NAMESPACES_VAR = "TINYTORCH_SANDBOX_NAMESPACES"  # "0": do not try unshare (tests, odd hosts)
+TRUST_VAR = "TINYTORCH_TRUSTED_CODE"  # "1": grade even where the child is not isolated
+
+
+class IsolationRefused(RuntimeError):
+    """Grading refused to start: the student's code would not be isolated (the message names the
+    layer and the fix)."""
 
 
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
@@ -183,6 +190,104 @@ def needed_paths(package_dir: str) -> list[str]:
     paths.update(p for p in sys.path if p and os.path.isdir(p))
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     return sorted(os.path.realpath(p) for p in paths)
+
+
+def trusted() -> bool:
+    """Whether the caller said the code is trusted (TINYTORCH_TRUSTED_CODE=1, `--trusted-code`):
+    grading then goes on where isolation is missing, and every result says so."""
+    return os.environ.get(TRUST_VAR, "") == "1"
+
+
+def _open_to_others(path: str) -> str | None:
+    """The first folder on the way to `path` (itself included) that every user may write to
+    without the sticky bit (so another uid could replace what lies below), else None."""
+    parts = Path(os.path.realpath(path)).parts
+    for i in range(1, len(parts) + 1):
+        here = str(Path(*parts[:i]))
+        try:
+            mode = os.stat(here).st_mode
+        except OSError:
+            return None
+        if mode & 0o002 and not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX):
+            return here
+    return None
+
+
+def isolation_problem(needed: list[str] | None = None) -> str | None:
+    """Why a grading child would not be isolated here, naming the layer and the fix; None where
+    it would be: a uid of its own (the grader is root, and Python is readable by that uid, or a
+    mount namespace re-exposes it) and no folder of the grader's Python or packages writable by
+    every user. Decided before any student code runs, from what starting a child will do."""
+    from tinytorch.sandbox.child.confine import blocked_dirs
+    from tinytorch.sandbox.uids import sandbox_ids
+
+    needed = needed if needed is not None else needed_paths(package_dirs()[0])
+    prefix, ns_why = namespace_prefix()
+    if sandbox_ids() is None:
+        return (
+            "isolation (uid): the grader is not root, so the student's code would run as your "
+            "own user and could rewrite your Python, its site-packages and your files. Fix: "
+            "grade as root (sudo, or in a container), or set "
+            f"{TRUST_VAR}=1 (--trusted-code) for code you trust"
+        )
+    root_mounts = bool(prefix) and "--user" not in prefix
+    blocked = blocked_dirs(needed)
+    if blocked and not root_mounts:
+        return (
+            f"isolation (uid): Python and its packages live under {', '.join(sorted(blocked))}, "
+            "which other users cannot enter, and without a mount namespace to re-expose them "
+            f"(namespaces: {ns_why}) the student's code would keep root's uid. Fix: build the "
+            "virtual environment from a system Python (/usr/bin/python3 -m venv), grade where "
+            "namespaces are allowed (root with CAP_SYS_ADMIN), or set "
+            f"{TRUST_VAR}=1 (--trusted-code) for code you trust"
+        )
+    for path in needed:
+        open_to = _open_to_others(path)
+        if open_to:
+            return (
+                f"isolation (interpreter): {open_to} is writable by every user, so the "
+                f"student's code could replace what the grader imports from {path}. Fix: "
+                f"chmod o-w {open_to}, or set {TRUST_VAR}=1 (--trusted-code) for code you trust"
+            )
+    return None
+
+
+def grading_refusal() -> str | None:
+    """isolation_problem, unless the code is trusted (then None: the results say so)."""
+    return None if trusted() else isolation_problem()
+
+
+def visible_to_child(path: str | os.PathLike[str]) -> str | None:
+    """Why a grading child could read `path` (a class folder, its results), or None: with the
+    root mount namespace the child sees only the system's folders (confine.ALLOWED_TOPS) and its
+    own; without one, whatever every user may read."""
+    from tinytorch.sandbox.child.confine import ALLOWED_TOPS
+
+    real = os.path.realpath(path)
+    prefix, ns_why = namespace_prefix()
+    top = Path(real).parts[1] if len(Path(real).parts) > 1 else ""
+    if prefix and "--user" not in prefix and top not in ALLOWED_TOPS:
+        return None
+    parts = Path(real).parts
+    for i in range(1, len(parts)):
+        try:
+            if not os.stat(str(Path(*parts[:i]))).st_mode & 0o001:
+                return None  # a folder on the way that others cannot enter
+        except OSError:
+            return None
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return None
+    if not mode & 0o005:
+        return None
+    where = f"under /{top}, which the child sees" if prefix else f"namespaces: {ns_why}"
+    return (
+        f"isolation (class folder): {real} can be read by every user ({where}), so one "
+        f"student's code could read a classmate's files. Fix: chmod o-rwx {real}, or move it "
+        "under a folder other users cannot enter (e.g. /root), or set "
+        f"{TRUST_VAR}=1 (--trusted-code) for code you trust"
+    )
 
 
 _NAMESPACES: tuple[list[str], str] | None = None

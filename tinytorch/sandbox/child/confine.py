@@ -250,11 +250,14 @@ def private_tmp(keep: list[str]) -> tuple[bool, str]:
     return not failed and bool(covered), why + (f"; not: {', '.join(failed)}" if failed else "")
 
 
-# Top-level folders a grading child still sees whole: the system (libraries, config, devices)
-# and the shared folders, which private_tmp replaces anyway. Every other one (/home, /work, /srv,
-# /opt, /mnt, ...) is covered but for the paths the child needs.
-SYSTEM_TOPS = ("bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run", "sbin",
-               "sys", "tmp", "usr", "var")  # fmt: skip
+# The allow-list: the top-level folders a grading child still sees whole are the system's
+# programs, libraries, configuration and devices. /tmp is replaced by private_tmp. Every other
+# one, whatever its name (/var, /srv, /home, /opt, /mnt, /run, /work, ...), is covered but for the
+# paths the child needs (Python, its packages, its own stage): a class folder under /var was read
+# whole by a loader that then ran a classmate's file (red-teaming).
+ALLOWED_TOPS = ("bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "sys",
+                "usr")  # fmt: skip
+SYSTEM_TOPS = (*ALLOWED_TOPS, "tmp")  # tmp: covered by private_tmp instead
 
 
 COVER_OPTS = "mode=0755,size=64k,nr_inodes=4096"
@@ -283,10 +286,11 @@ def other_tops(root: str = "/", *, dropping: bool = True) -> list[str]:
 
 
 def hide_elsewhere(keep: list[str], *, dropping: bool = True) -> tuple[bool, str]:
-    """Grading, in our own mount namespace: every top-level folder but the system's is covered
-    but for the paths the child needs, so another clone, a class folder or a student's home
-    holding a copy of the reference is out of its sight (red-teaming read one in another
-    checkout: hide_reference covers only the grader's own)."""
+    """Grading, in our own mount namespace: every top-level folder but the allow-list's
+    (ALLOWED_TOPS) is covered but for the paths the child needs, so another clone, a class
+    folder (under /var too) or a student's home holding a copy of the reference or a
+    classmate's file is out of its sight (red-teaming read one in another checkout:
+    hide_reference covers only the grader's own)."""
     covered, failed = _cover(other_tops(dropping=dropping), keep, COVER_OPTS)
     why = f"covered {', '.join(covered)} but for what the child needs" if covered else "none"
     return not failed, why + (f"; not: {', '.join(failed)}" if failed else "")
