@@ -7,7 +7,11 @@ on an AVX-512 CPU also OPENBLAS_CORETYPE=Haswell, before NumPy loads):
   - GEMM n x n x n, C++ vs OpenBLAS at 1 and 2 threads, and torch (in its own child);
   - bias+GELU GB/s, C++ vs NumPy vs torch, as a fraction of the copy bandwidth;
   - fused GEMM+bias+GELU vs GEMM then bias+GELU, on 2 threads.
-Every figure is also a fraction of its ceiling at its own thread count (see _fractions).
+Every figure is also a fraction of its ceiling at its own thread count (see _fractions), and that
+ceiling is timed in the row's own rounds: the FMA peak (as the seconds the row's GEMM would take
+at it) beside every GEMM, the copy of the row's array beside every bias+GELU. A figure above
+1.2 x its ceiling is impossible and withheld with the reason (profiling.credible), and a
+same-rounds ceiling that moved from the ceilings block beyond the noise rule is marked.
 Every figure is checked against a float64 reference first, then timed with the one policy of
 tinytorch.profiling: interleaved rounds (the backends take turns), per-call samples, the median
 per round, with a settle pause after multi-threaded samples. A ratio of two figures of one row
@@ -38,13 +42,13 @@ from tinytorch.compare import compare
 from tinytorch.extensions import simd
 from tinytorch.machine import blas_libraries
 from tinytorch.profiling import LoadMeter, interleaved, paired_speedup, per_call
-from tinytorch.profiling.ceilings import FMA_ITERS
+from tinytorch.profiling.ceilings import FMA_ITERS, FMA_ITERS_QUICK
+from tinytorch.profiling.credible import CREDIBLE, above_ceiling_reason, moved
 
 GEMM_SIZES = (256, 512, 1024, 2048)
 GELU_SHAPES = ((512, 1024), (4096, 4096))
 FUSED_SIZES = (512, 1024)
 THREADS = (1, 2)
-PEAK_SAME_ROUNDS_N = 1024  # GEMM rows from this n on time the FMA peak in their own rounds
 TORCH_TIMEOUT_S = 120.0  # one torch request; a hung worker becomes "n/a", not a hung benchmark
 
 # After a multi-threaded call OpenBLAS keeps its worker thread spinning for ~0.1-0.2 s (its
@@ -149,7 +153,8 @@ def run(
         report["ukernel"] = _ukernel_row(rounds, quick, report["ceilings"])
         say("GEMM")
         report["gemm"] = [
-            _gemm_row(n, rounds, torch, report["checks"]) for n in ((256,) if quick else GEMM_SIZES)
+            _gemm_row(n, rounds, torch, report["checks"], quick)
+            for n in ((256,) if quick else GEMM_SIZES)
         ]
         say("bias+GELU")
         shapes = ((512, 1024),) if quick else GELU_SHAPES
@@ -169,6 +174,7 @@ def run(
     finally:
         beside.close()
     _fractions(report)
+    _credibility(report)
     report["targets"] = targets(report)
     report["loadavg_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return report
@@ -197,7 +203,9 @@ def gemm_atol(k: int) -> float:
     return 1e-4 * np.sqrt(k) * 4
 
 
-def _gemm_row(n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str, Any]:
+def _gemm_row(
+    n: int, rounds: int, torch: TorchWorker, checks: list, quick: bool = False
+) -> dict[str, Any]:
     problem = profiling.gemm(n)
     a, b = problem.inputs()  # (n, n) each
     ref = problem.reference(a, b)
@@ -214,10 +222,11 @@ def _gemm_row(n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str
         fns[f"numpy {t}t"] = blas
     if torch.ok:
         fns["torch 2t"] = lambda: torch.time({"op": "gemm", "n": n, "threads": 2})
-    if n >= PEAK_SAME_ROUNDS_N:
-        # the 1-thread FMA peak as the seconds this GEMM would take at it, sampled in the same
-        # rounds: the clock the GEMM ran at, not the best moment of the ceilings' own rounds
-        fns["fma 1t"] = lambda: problem.flops / (simd.fma_peak(threads=1, iters=FMA_ITERS) * 1e9)
+    iters = FMA_ITERS_QUICK if quick else FMA_ITERS
+    for t in THREADS:
+        # the FMA peak as the seconds this GEMM would take at it, sampled in the same rounds:
+        # the clock the GEMM ran at, not the best moment of the ceilings' own rounds
+        fns[f"fma {t}t"] = lambda t=t: problem.flops / (simd.fma_peak(threads=t, iters=iters) * 1e9)
     med, load = _timed(fns, rounds, torch)
     row: dict[str, Any] = {"n": n, "flops": problem.flops}
     _figures(row, med, problem.flops, load)  # GFLOP/s
@@ -225,8 +234,8 @@ def _gemm_row(n: int, rounds: int, torch: TorchWorker, checks: list) -> dict[str
     for t in THREADS:
         row[f"ratio {t}t"] = paired_speedup(med[f"c++ {t}t"], med[f"numpy {t}t"])
     row["c++ 2t / 1t"] = paired_speedup(med["c++ 2t"], med["c++ 1t"])
-    if "fma 1t" in med:
-        row["c++ 1t / fma 1t"] = paired_speedup(med["c++ 1t"], med["fma 1t"])
+    for t in THREADS:
+        row[f"c++ {t}t / fma {t}t"] = paired_speedup(med[f"c++ {t}t"], med[f"fma {t}t"])
     return row
 
 
@@ -249,7 +258,8 @@ def _bias_gelu_row(m: int, n: int, rounds: int, torch: TorchWorker, checks: list
     # the copy ceiling's kernel on this row's array, timed in the same rounds: the like-for-like
     # bound (the ceilings' copy is the best of its own earlier rounds, on another array)
     y3 = np.empty_like(x)
-    fns["copy 2t"] = lambda: per_call(lambda: simd.copy(x, threads=2, out=y3)).median
+    for t in THREADS:
+        fns[f"copy {t}t"] = lambda t=t: per_call(lambda: simd.copy(x, threads=t, out=y3)).median
     if torch.ok:
         req = {"op": "bias_gelu", "rows": m, "cols": n, "threads": 2, "inplace": True}
         fns["torch 2t"] = lambda: torch.time(req)
@@ -259,7 +269,8 @@ def _bias_gelu_row(m: int, n: int, rounds: int, torch: TorchWorker, checks: list
     row: dict[str, Any] = {"shape": f"{m}x{n}", "bytes": problem.bytes}
     _figures(row, med, problem.bytes, load)  # GB/s
     copy_bytes = 2.0 * x.nbytes  # read + write, as the ceiling
-    row["copy 2t"] = _rate(copy_bytes, med["copy 2t"].median)
+    for t in THREADS:
+        row[f"copy {t}t"] = _rate(copy_bytes, med[f"copy {t}t"].median)
     row["c++ 2t / copy 2t"] = paired_speedup(
         med["c++ 2t"], med["copy 2t"], work_ratio=problem.bytes / copy_bytes
     )
@@ -333,24 +344,33 @@ def _threads(key: str) -> int:
 def _fractions(report: dict[str, Any]) -> None:
     """Add each figure as a fraction of its ceiling at the same thread count: "<key> / peak" (the
     FMA peak) for GEMM, fused and thread-check GFLOP/s, "<key> / copy" (the copy bandwidth) for
-    bias+GELU GB/s."""
+    bias+GELU GB/s. The ceiling is the row's own, timed in its rounds ("fma <t>t", "copy <t>t"),
+    where it has one; the ceilings block's otherwise."""
     ceil = report.get("ceilings", {})
 
-    def add(row: dict[str, Any], keys: list[str], ceiling: str, suffix: str) -> None:
+    def add(
+        row: dict[str, Any], keys: list[str], ceiling: str, suffix: str, own: str | None = None
+    ) -> None:
         for key in keys:
             threads = row["threads"] if "threads" in row else _threads(key)
-            if row.get(key):
-                row[f"{key} / {suffix}"] = row[key] / ceil[f"{ceiling}_{threads}t"]
+            bound = (row.get(f"{own} {threads}t") if own else None) or ceil.get(
+                f"{ceiling}_{threads}t"
+            )
+            if row.get(key) and bound:
+                row[f"{key} / {suffix}"] = row[key] / bound
 
     for row in report.get("gemm", []):
         rates = [
-            k for k in row if re.search(r"\dt$", k) and not k.startswith("ratio") and "/" not in k
+            k
+            for k in row
+            if re.search(r"\dt$", k) and not k.startswith(("ratio", "fma")) and "/" not in k
         ]
-        add(row, rates, "fma_gflops", "peak")
-    meta = ("shape", "bytes", "spread", "load")
+        add(row, rates, "fma_gflops", "peak", own="fma")
+    meta = ("shape", "bytes", "spread", "load", "withheld", "moved")
     for row in report.get("bias_gelu", []):
-        rates = [k for k in row if k not in meta and "/" not in k]
-        add(row, rates, "copy_gbs", "copy")
+        rates = [k for k in row if k not in meta and "/" not in k and not k.startswith("copy")]
+        add(row, rates, "copy_gbs", "copy", own="copy")
+        add(row, [k for k in row if k.startswith("copy") and "/" not in k], "copy_gbs", "copy")
     for row in report.get("fused", []):
         add(row, ["fused", "gemm then bias+gelu"], "fma_gflops", "peak")
     check = report.get("threads_check") or {}
@@ -359,8 +379,55 @@ def _fractions(report: dict[str, Any]) -> None:
     )
 
 
+SECTIONS = (
+    ("gemm", "peak", "GFLOP/s"),
+    ("bias_gelu", "copy", "GB/s"),
+    ("fused", "peak", "GFLOP/s"),
+)
+
+
+def _credibility(report: dict[str, Any]) -> None:
+    """Withhold every figure above CREDIBLE x its ceiling (row["withheld"][key] = why; the figure
+    and its fraction become None), and a 2t / 1t speed-up above CREDIBLE x the thread ratio; mark
+    each ceiling timed in a row's rounds that moved from the ceilings block beyond the noise rule
+    (row["moved"])."""
+    ceil = report.get("ceilings", {})
+    rows = [(row, suffix, unit) for name, suffix, unit in SECTIONS for row in report.get(name, [])]
+    if report.get("threads_check"):
+        rows.append((report["threads_check"], "peak", "GFLOP/s"))
+    for row, suffix, unit in rows:
+        withheld: dict[str, str] = {}
+        for key in [k for k in row if k.endswith(f" / {suffix}")]:
+            name, frac = key.removesuffix(f" / {suffix}"), row[key]
+            if name.startswith(("fma ", "copy ")):  # a ceiling itself: it moves, see below
+                continue
+            if frac is not None and frac > CREDIBLE and row.get(name):
+                ceiling = "copy bandwidth" if suffix == "copy" else "FMA peak"
+                bound = row[name] / frac
+                withheld[name] = above_ceiling_reason(row[name], bound, unit, ceiling)
+                row[name] = row[key] = None
+        scaling = row.get("c++ 2t / 1t")
+        if scaling is not None and scaling > CREDIBLE * THREADS[-1] / THREADS[0]:
+            withheld["c++ 2t / 1t"] = (
+                f"2 threads {scaling:.2f}x as fast as 1: impossible beyond {CREDIBLE} x 2, so "
+                "other work slowed the 1-thread rounds"
+            )
+            row["c++ 2t / 1t"] = None
+        if withheld:
+            row["withheld"] = withheld
+        own, prefix = ("fma", "fma_gflops") if suffix == "peak" else ("copy", "copy_gbs")
+        shifted = [
+            f"{own} {t}t"
+            for t in THREADS
+            if row.get(f"{own} {t}t") and ceil.get(f"{prefix}_{t}t")
+            and moved([row[f"{own} {t}t"], ceil[f"{prefix}_{t}t"]])
+        ]  # fmt: skip
+        if shifted:
+            row["moved"] = shifted
+
+
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 13's targets, from figures measured in this run: information about this machine."""
+    """The speed targets, from figures measured in this run: information about this machine."""
     out = []
 
     def add(target: str, value: float | None, want: float) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytorch.machine import cpu_flags
+from tinytorch.profiling.credible import busy_trust
 from tinytorch.profiling.load import NOISY_LOAD
 
 ISAS = ("native", "avx2", "avx512", "scalar")
@@ -110,6 +111,55 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def _cell(row: dict[str, Any], key: str, frac_key: str | None = None) -> str:
+    """A figure with its fraction, or "withheld" when it was impossible (the reason is listed)."""
+    if key in (row.get("withheld") or {}):
+        return "withheld"
+    if frac_key is None:
+        return _ratio(row.get(key))
+    return _fig(row.get(key), row.get(frac_key))
+
+
+def _row_notes(rows: Sequence[dict[str, Any]], label: str) -> list[str]:
+    """Under a table: each withheld figure with why, each same-rounds ceiling that moved."""
+    lines = []
+    for r in rows:
+        for key, why in (r.get("withheld") or {}).items():
+            lines.append(f"  withheld, {label(r)} {key}: {why}")
+        for key in r.get("moved") or []:
+            lines.append(
+                f"  moved, {label(r)}: the {key} ceiling timed in this row's rounds differs from "
+                "the ceilings above beyond the noise rule: the machine changed during the run"
+            )
+    return lines
+
+
+BUSY_TRUST = busy_trust("the correctness checks", "the ratio columns")
+
+
+def _ceiling_line(c: dict[str, Any]) -> list[str]:
+    """The ceilings block: each figure per thread count, "withheld" where it was impossible."""
+
+    def per_thread(prefix: str, digits: int) -> str:
+        cells = []
+        for t in (1, 2):
+            key = f"{prefix}_{t}t"
+            where = f"on {t} thread{'s' if t > 1 else ''}"
+            value = "withheld" if key not in c else f"{c[key]:.{digits}f}"
+            cells.append(f"{value} {where}")
+        return ", ".join(cells)
+
+    fma, copy = per_thread("fma_gflops", 0), per_thread("copy_gbs", 1)
+    lines = [f"this machine: FMA peak {fma} (GFLOP/s); copy bandwidth {copy} (GB/s)"]
+    lines += [f"  withheld {key}: {why}" for key, why in (c.get("withheld") or {}).items()]
+    if c.get("moved"):
+        lines.append(
+            f"  moved: {', '.join(c['moved'])}: their rounds disagree beyond the noise rule; "
+            "each is the best of its rounds"
+        )
+    return lines
+
+
 def _kernel_line(report: dict[str, Any]) -> str:
     b, k = report.get("build", {}), report.get("kernel", {})
     blocks = k.get("blocks")
@@ -148,11 +198,7 @@ def render_run(report: dict[str, Any]) -> str:
     if "error" in report:
         lines.append(f"ERROR: {report['error']}")
         return "\n".join(lines)
-    c = report["ceilings"]
-    lines.append(
-        f"this machine: FMA peak {c['fma_gflops_1t']:.0f} GFLOP/s on 1 thread, {c['fma_gflops_2t']:.0f} on 2; "
-        f"copy bandwidth {c['copy_gbs_1t']:.1f} GB/s on 1 thread, {c['copy_gbs_2t']:.1f} on 2"
-    )
+    lines += _ceiling_line(report["ceilings"])
     uk = report.get("ukernel")
     if uk and uk.get("A in L1"):
         lines.append(
@@ -176,15 +222,16 @@ def render_run(report: dict[str, Any]) -> str:
         cells = [str(r["n"])]
         for t in (1, 2):
             cells += [
-                _fig(r.get(f"c++ {t}t"), r.get(f"c++ {t}t / peak")),
-                _fig(r.get(f"numpy {t}t"), r.get(f"numpy {t}t / peak")),
+                _cell(r, f"c++ {t}t", f"c++ {t}t / peak"),
+                _cell(r, f"numpy {t}t", f"numpy {t}t / peak"),
                 _ratio(r.get(f"ratio {t}t")),
             ]
-        cells += [_ratio(r.get("c++ 2t / 1t")), _ratio(r.get("c++ 1t / fma 1t"))]
+        cells += [_cell(r, "c++ 2t / 1t"), _ratio(r.get("c++ 1t / fma 1t"))]
         if has_torch:
-            cells.append(_fig(r.get("torch 2t"), r.get("torch 2t / peak")))
+            cells.append(_cell(r, "torch 2t", "torch 2t / peak"))
         rows.append(cells)
     lines += table(head, rows)
+    lines += _row_notes(report["gemm"], lambda r: f"n={r['n']}")
     lines += [
         "",
         "bias+GELU y = gelu(x + bias), GB/s (fraction of the copy bandwidth); 'copy 2t': the copy kernel on the same array in the same rounds, C++/copy the median of the rounds' ratios; 'alloc': a new output per call",
@@ -194,21 +241,22 @@ def render_run(report: dict[str, Any]) -> str:
     )
     rows = []
     for r in report["bias_gelu"]:
-        cells = [r["shape"]] + [_fig(r.get(k), r.get(f"{k} / copy")) for k in ("c++ 1t", "c++ 2t")]
+        cells = [r["shape"]] + [_cell(r, k, f"{k} / copy") for k in ("c++ 1t", "c++ 2t")]
         cells += [
             _fig(r.get("copy 2t"), r.get("copy 2t / copy")),
             _ratio(r.get("c++ 2t / copy 2t")),
         ]
-        cells += [_fig(r.get(k), r.get(f"{k} / copy")) for k in ("numpy", "c++ 2t alloc")]
+        cells += [_cell(r, k, f"{k} / copy") for k in ("numpy", "c++ 2t alloc")]
         if has_torch:
             cells += [
-                _fig(r.get("torch 2t"), r.get("torch 2t / copy")),
+                _cell(r, "torch 2t", "torch 2t / copy"),
                 _ratio(r.get("c++ / torch")),
-                _fig(r.get("torch 2t alloc"), r.get("torch 2t alloc / copy")),
+                _cell(r, "torch 2t alloc", "torch 2t alloc / copy"),
                 _ratio(r.get("c++ / torch alloc")),
             ]
         rows.append(cells)
     lines += table(head, rows)
+    lines += _row_notes(report["bias_gelu"], lambda r: r["shape"])
     lines += [
         "",
         "fused C = gelu(A @ B + bias) vs GEMM then bias+GELU (C++), GFLOP/s (fraction of the FMA peak at the same thread count)",
@@ -217,13 +265,14 @@ def render_run(report: dict[str, Any]) -> str:
         [
             str(r["n"]),
             str(r["threads"]),
-            _fig(r.get("fused"), r.get("fused / peak")),
-            _fig(r.get("gemm then bias+gelu"), r.get("gemm then bias+gelu / peak")),
+            _cell(r, "fused", "fused / peak"),
+            _cell(r, "gemm then bias+gelu", "gemm then bias+gelu / peak"),
             _ratio(r.get("speedup")),
         ]
         for r in report["fused"]
     ]
     lines += table(["n", "threads", "fused", "unfused", "speedup"], rows)
+    lines += _row_notes(report["fused"], lambda r: f"n={r['n']}")
     tc = report.get("threads_check", {})
     if tc:
         rates = [k for k in tc if k.startswith(("alone ", "beside torch ")) and "/" not in k]
@@ -231,7 +280,8 @@ def render_run(report: dict[str, Any]) -> str:
             "",
             f"thread check, C++ GEMM {tc['n']}, GFLOP/s (fraction of the FMA peak): alone vs beside torch's libgomp",
         ]
-        lines += table(rates, [[_fig(tc[k], tc.get(f"{k} / peak")) for k in rates]])
+        lines += table(rates, [[_cell(tc, k, f"{k} / peak") for k in rates]])
+        lines += _row_notes([tc], lambda r: "thread check")
         if "team_size_asked_2" in tc:
             lines.append(
                 f"OpenMP team beside torch after torch.set_num_threads(1), asking for 2: {tc['team_size_asked_2']}"
@@ -244,7 +294,7 @@ def render_run(report: dict[str, Any]) -> str:
     lines += [
         f"  FAILED {c['check']}: max err {c['max_abs_err']:.2e} > {c['atol']:.1e}" for c in bad
     ]
-    lines += ["", "targets (issue 13), as information about this machine and this run:"]
+    lines += ["", "targets, as information about this machine and this run:"]
     for t in report.get("targets", []):
         # Truncated, not rounded, to 3 decimals: 0.8496 against 0.85 reads 0.849, never 0.85 "below".
         value = (
@@ -259,7 +309,8 @@ def render_run(report: dict[str, Any]) -> str:
     if busiest is not None and busiest > NOISY_LOAD:
         lines.append(
             f"WARNING: the machine was busy: other processes kept up to {busiest:.1f} cores busy "
-            "during the timings, so these figures are noisy: rerun on a quiet machine"
+            "during the timings, so these figures are noisy: rerun on a quiet machine. "
+            + BUSY_TRUST
         )
     la, lb = report.get("loadavg_before"), report.get("loadavg_after")
     if la and lb:
