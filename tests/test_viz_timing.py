@@ -133,3 +133,60 @@ def test_ceilings_round_trip_through_json_data():
     assert back.fma_gflops == CEIL.fma_gflops and back.copy_gbs == CEIL.copy_gbs
     with pytest.raises(ValueError, match="fma_gflops"):
         profiling.Ceilings.from_dict({"how": "x"})
+
+
+# ---- the tile-size timing: "noisy: rerun" tags clear of the legend, the NumPy line, each other ----
+TILE_DATA = {  # the widget's measured case: tile 256 noisy, at the right edge, under NumPy's line
+    "size": 256,
+    "tiles": [8, 16, 32, 64, 128, 256],
+    "gflops": [0.3, 1.1, 3.0, 7.5, 12.0, 13.0],
+    "noisy": [False, False, False, False, True, True],
+    "load": [0.1] * 6,
+    "numpy_gflops": 14.0,
+    "numpy_noisy": False,
+}
+
+
+@pytest.mark.parametrize("draw", [timing.draw_tile_throughput])
+def test_noisy_tags_stay_inside_the_axes_off_the_numpy_line_and_off_each_other(draw):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = draw(TILE_DATA)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend().get_window_extent(renderer)
+    numpy_y = ax.transData.transform((1.0, TILE_DATA["numpy_gflops"]))[1]
+    tags = [t for t in ax.texts if t.get_text() == "noisy: rerun"]
+    assert len(tags) == 2
+    boxes = [matplotlib.text.Text.get_window_extent(t, renderer) for t in tags]
+    for box in boxes:
+        assert frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1), box
+        assert not box.overlaps(legend)
+        assert not box.y0 <= numpy_y <= box.y1  # the NumPy line never crosses a tag
+    assert not boxes[0].overlaps(boxes[1])
+    plt.close(fig)
+
+
+def test_part_b_charts_draw_backends_in_the_backend_palette_never_pass_or_fail_colours():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from tinytorch.viz import style
+
+    rows = [*ROWS, _row(G256, "c++ simd", ms=0.3, rate=111.8), _row(BG, "student", ms=8, rate=0.5)]
+    for fig in (timing.draw_throughput(rows, CEIL), timing.draw_roofline(rows, CEIL),
+                timing.draw_tile_throughput(TILE_DATA)):  # fmt: skip
+        used = {to_hex(p.get_facecolor()) for p in fig.findobj(matplotlib.patches.Rectangle)}
+        used |= {to_hex(c) for coll in fig.findobj(matplotlib.collections.PathCollection)
+                 for c in coll.get_facecolors()}  # fmt: skip
+        used |= {to_hex(line.get_color()) for line in fig.findobj(matplotlib.lines.Line2D)}
+        assert not used & {style.PASS_COLOUR, style.FAIL_COLOUR}, used
+        plt.close(fig)

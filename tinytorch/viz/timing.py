@@ -32,6 +32,7 @@ __all__ = [
     "ThroughputTable",
     "draw_roofline",
     "draw_throughput",
+    "draw_tile_throughput",
     "measure_ceilings",
     "not_timed",
     "roofline_points",
@@ -445,3 +446,130 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
 
 def _kind(rows: Sequence[Any], problem: str) -> str:
     return next((r.kind for r in rows if r.problem == problem), "gemm")
+
+
+# ---- the tile-size timing (the widget's "GFLOP/s vs tile size" view) -----------------------------
+TILE_SPEED_SIZE_IN = (7.2, 3.8)  # the widget's speed view
+# Where a "noisy: rerun" tag may go around its point (points): above or below, to either side,
+# nearest first; the first that stays inside the axes, off the NumPy line and off every other tag
+# and marker wins. A tag beside the last tile used to run out of the axes under the legend.
+_TAG_OFFSETS = sorted(
+    ((dx, dy) for dx in (6, -6, 0) for dy in (8, -8, 16, -16, 26, -26, 38, -38)),
+    key=lambda o: (abs(o[1]), o[0] == 0, -o[0]),
+)
+
+
+def _place_tags(
+    fig: Figure,
+    ax: Any,
+    points: Sequence[tuple[float, float]],
+    markers: Sequence[tuple[float, float]],
+    line_y: float | None,
+) -> list[Any]:
+    """A "noisy: rerun" tag beside each of `points`, clear of the axes' edges, every marker, the
+    NumPy line at `line_y` (data units) and each other; returns the tags."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    to_px = ax.transData.transform
+    half = 4.0 * fig.dpi / 72
+    placed = [
+        Bbox.from_extents(x - half, y - half, x + half, y + half)
+        for x, y in (to_px(p) for p in markers)
+    ]
+    line_px = to_px((1.0, line_y))[1] if line_y is not None else None
+    tags = []
+    for p in sorted(points, key=lambda q: -q[0]):  # the last tile first: it has least room
+        tag = None
+        for dx, dy in _TAG_OFFSETS:
+            if tag is not None:
+                tag.remove()
+            tag = ax.annotate(
+                "noisy: rerun",
+                p,
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                va="bottom" if dy > 0 else "top",
+                fontsize=style.MIN_FONT_PT,
+                bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 0.5},
+                arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.6}
+                if abs(dy) > 8
+                else None,  # a far tag is tied to its point
+            )
+            tag.update_positions(renderer)
+            box = Text.get_window_extent(tag, renderer).padded(2)
+            inside = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+            y = to_px(p)[1]  # the tag stays on its point's side of the line, never across it
+            crossed = line_px is not None and (
+                box.y1 >= line_px if y < line_px else box.y0 <= line_px
+            )
+            if inside and not crossed and not _overlaps(box, placed):
+                break
+        placed.append(Text.get_window_extent(tag, renderer))
+        tags.append(tag)
+    return tags
+
+
+def draw_tile_throughput(data: dict[str, Any]) -> Figure:
+    """GFLOP/s against tile size (log 2), NumPy's BLAS as a line: Python overhead vs cache.
+
+    `data` is tile_throughput's (tinytorch.viz.widget). A noisy figure is drawn hollow and tagged
+    "noisy: rerun" beside it, inside the axes and off the NumPy line; so is the NumPy line when it
+    is flagged or lies below any of your tile sizes (a busy machine, never a slow BLAS).
+    """
+    fig, ax = plt.subplots(figsize=TILE_SPEED_SIZE_IN)
+    mine, blas = style.backend_colour("student"), style.backend_colour("numpy")
+    noisy_at = data.get("noisy") or [False] * len(data["tiles"])
+    points = [
+        (t, g, bool(z))
+        for t, g, z in zip(data["tiles"], data["gflops"], noisy_at, strict=True)
+        if g is not None
+    ]
+    ax.plot([t for t, _, _ in points], [g for _, g, _ in points], "-", color=mine)
+    for t, g, z in points:
+        ax.plot(t, g, "o", color=mine, markerfacecolor="white" if z else mine)
+    ax.plot([], [], "o-", color=mine, label="your tiled_matmul")
+    numpy, noisy = data.get("numpy_gflops"), False
+    if numpy is not None:
+        below = any(g > numpy for _, g, _ in points)  # the plot's own guard, as in the bars
+        noisy = bool(data.get("numpy_noisy")) or below
+        label = "NumPy (BLAS)" + (", noisy: rerun" if noisy else "")
+        ax.axhline(numpy, color=blas, linestyle="--", alpha=0.5 if noisy else 1.0, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(data["tiles"])
+    ax.set_xticklabels([str(t) for t in data["tiles"]])
+    tiles = [t for t in data["tiles"] if t > 0]
+    if tiles:  # half a tile step of room either side: a point's tag fits inside the axes
+        ax.set_xlim(min(tiles) / 1.5, max(tiles) * 1.5)
+    values = [g for _, g, _ in points] + ([numpy] if numpy is not None else [])
+    if values:  # room above and below for tags
+        ax.set_ylim(min(values) / 2.5, max(values) * 2.5)
+    ax.set_xlabel("tile_size")
+    ax.set_ylabel("GFLOP/s (median of samples)")
+    n = data["size"]
+    ax.set_title(
+        f"{n}x{n} @ {n}x{n}: small tiles pay Python overhead per block, big ones lose the cache",
+        fontsize=style.FONT_PT,
+    )
+    ax.tick_params(labelsize=style.MIN_FONT_PT)
+    ax.legend(fontsize=style.MIN_FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    shaky = noisy or any(z for _, _, z in points)
+    if shaky:
+        from tinytorch.profiling.load import NOISY_LOAD
+
+        loads = [v for v in [*(data.get("load") or []), data.get("numpy_load")] if v is not None]
+        busiest = max(loads, default=0.0)
+        busy = f"; other work kept {busiest:.1f} cores busy" if busiest > NOISY_LOAD else ""
+        fig.text(
+            0.01,
+            0.01,
+            f"noisy: rerun this view when the machine is quiet{busy}",
+            fontsize=style.MIN_FONT_PT,
+        )
+    fig.tight_layout(rect=(0, 0.05, 1, 1) if shaky else (0, 0, 1, 1))
+    _place_tags(fig, ax, [(t, g) for t, g, z in points if z], [(t, g) for t, g, _ in points], numpy)
+    return fig
