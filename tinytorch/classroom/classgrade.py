@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 import tokenize
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,6 +245,8 @@ def grade_class(
     PASSes), then `progress(student, doc, tally)` per graded student, the tally updated.
     """
     skipped: list[str] = []
+    if not Path(submissions).is_dir():
+        raise ValueError(f"SUBMISSIONS: {submissions} is not a folder (expected one per student)")
     inside, cut = stage.internal_links(submissions)  # hard links that may be read
     subs = discover(submissions, skipped=skipped, hard_links=set(inside))
     out = Path(out)
@@ -280,7 +283,15 @@ def grade_class(
         if isinstance(blob, stage.Staged) and sub.impl is not None:
             main = blob.blobs[sub.impl.name]
             helpers = {name: b for name, b in blob.blobs.items() if name != sub.impl.name}
-            run.sources[sub.student] = _source(sub, main, helpers)
+            with warnings.catch_warnings(record=True) as caught:  # main thread, before the pool
+                warnings.simplefilter("always")
+                run.sources[sub.student] = _source(sub, main, helpers)
+            if caught:  # counted, not repeated: 50,000 duplicate cell ids printed 100,000 lines
+                first = str(caught[0].message)[:160]
+                run.warnings.append(
+                    f"{sub.student}: {len(caught)} warnings reading the submission, not shown "
+                    f"(the first: {first})"
+                )
         digests_in[sub.student] = staged_sha256(blob)
         path = results / f"{sub.student}.json"
         done = None if force else _load_done(path, sub, options, digests_in[sub.student])

@@ -7,6 +7,7 @@ one rule of tinytorch.classroom.choose (read once: the folder's files are staged
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from dataclasses import dataclass
@@ -87,6 +88,9 @@ def resolve_entry(
     if entry.suffix in (".py", ".ipynb") and stat.S_ISLNK(st.st_mode):
         why = "a symbolic link, not a file: copy the submission itself into the folder"
         return Submission(entry.stem, entry, None, why)
+    if stat.S_ISLNK(st.st_mode) and os.path.isdir(entry):  # stat only: opens nothing
+        why = "a symbolic link to a folder: copy the submission itself into the class folder"
+        return Submission(entry.name, entry, None, why)
     if entry.suffix in (".py", ".ipynb") and not stat.S_ISREG(st.st_mode):
         return Submission(entry.stem, entry, None, stage.refusal(st, entry.name))
     if entry.suffix == ".py":

@@ -58,6 +58,11 @@ def folder_impl(impl: str) -> tuple[str, str | None]:
     graded functions); (impl, why) when the rule names none; (impl, None) for anything else."""
     if not os.path.isdir(impl):
         return impl, None
+    if os.path.islink(impl.rstrip("/") or "/"):
+        return impl, (
+            f"--impl: {impl!r} is a symbolic link to a folder: name the folder itself (a link "
+            "may lead to another student's files)"
+        )
     from tinytorch.classroom.submissions import snapshot
 
     staged = snapshot(Path(impl))
