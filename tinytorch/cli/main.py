@@ -6,13 +6,24 @@ import argparse
 import sys
 
 from tinytorch import __version__
-from tinytorch.cli import autograder, bench, grade, grade_class, info, milestone, release
+from tinytorch.cli import (
+    autograder,
+    bench,
+    grade,
+    grade_class,
+    info,
+    milestone,
+    nbgrader,
+    release,
+)
+from tinytorch.cli.parser import SuggestingParser
 
-SUBCOMMANDS = (info, milestone, grade, bench, release, grade_class, autograder)
+SUBCOMMANDS = (info, milestone, grade, bench, release, grade_class, autograder, nbgrader)
+EXIT_READER_GONE = 141  # what a shell reports for a command ended by SIGPIPE (128 + 13)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="tito",
         description="TinyTorch course CLI: run milestones, grade notebooks, benchmark kernels.",
     )
@@ -32,7 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
+        return code
+    except BrokenPipeError:  # `tito ... | head`: the reader left; end quietly, as `cat` would
+        from tinytorch.render.safe_text import silence
+
+        silence(sys.stdout)
+        return EXIT_READER_GONE
 
 
 if __name__ == "__main__":

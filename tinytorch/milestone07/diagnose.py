@@ -39,6 +39,12 @@ FAILURE_LESSONS = {
     ),
     "not_tensor": "Return a Tensor: wrap the result array, `return Tensor(result)`.",
     "unloadable": "Fix the module so that it imports: run `python your_file.py` to see the error.",
+    "unloadable_notebook": (
+        "Fix the cell the error names (`[cell 5]:3` is line 3 of cell 5, counting every cell from "
+        "1, markdown cells too): restart the kernel and run the `#| export` cells from the top "
+        "to see the error there."
+    ),
+    "unloadable_module": "Fix the module so that it imports: `import` it in Python to see the error.",
     "skipped": ("Not run, because this function's previous calls hung or crashed: fix that first."),
 }
 
@@ -110,16 +116,21 @@ def _steps_by_one(x: np.ndarray, k: int, s: int, p: int) -> np.ndarray | None:
     return every[:, :oh, :ow].reshape(n * oh * ow, -1)  # oh, ow right, the starts not strided
 
 
+# Each lesson says what its bug concerns and nothing else (no bias in an im2col lesson), once.
 _PAD_LESSON = (
-    LESSONS["conv_padding"] + " p zeros on each side, "
-    "np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))), so the window of output (i, j) starts at "
+    "Pad both sides of H and W by `padding` before extracting windows, p zeros on each: "
+    "np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))); the window of output (i, j) then starts at "
     "(i*s, j*s) of the padded x."
+)
+_ORDER_LESSON = (
+    "Order the columns (channel, kernel row, kernel col), the order of weight.reshape(F, -1): "
+    "gather the windows as (N, oh, ow, C, k, k), then reshape that to 2-D."
 )
 IM2COL_BUGS = (
     Im2colBug(
         "column order",
         "columns are ordered (kernel row, kernel col, channel)",
-        "Order the columns (channel, kernel row, kernel col): " + LESSONS["conv"],
+        _ORDER_LESSON,
         _kc_first,
     ),
     Im2colBug(
@@ -301,6 +312,17 @@ def lesson_for(case: Case, args: list[Any], kwargs: dict[str, Any], out: np.ndar
     except (ValueError, IndexError, FloatingPointError):  # a hint is a bonus, never a crash
         pass
     return case.lesson
+
+
+def unloadable_lesson(impl: str) -> str:
+    """How to see why `impl` does not import, in its own terms: a notebook's cell, a file's
+    `python` run, a module's import (impl as the result names it: a path or a module name)."""
+    if impl.endswith(".ipynb"):
+        return FAILURE_LESSONS["unloadable_notebook"]
+    if impl.endswith(".py"):
+        name = impl.rsplit("/", 1)[-1]
+        return FAILURE_LESSONS["unloadable"].replace("your_file.py", name)
+    return FAILURE_LESSONS["unloadable_module"].replace("`import` it", f"`import {impl}`")
 
 
 def failure_lesson(reply: dict[str, Any], case_lesson: str) -> str:

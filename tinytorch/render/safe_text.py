@@ -13,6 +13,7 @@ it; none keeps its own.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, TextIO
 
@@ -51,16 +52,47 @@ def clean_tree(obj: Any) -> Any:
 
 
 class CleanStream:
-    """A text stream that cleans everything written to it (the terminal report's `out`)."""
+    """A text stream that cleans everything written to it (the terminal report's `out`).
+
+    When the reader goes away (`tito milestone run 07 | head`), writing raises BrokenPipeError:
+    the stream then says so in `broken`, sends the rest to /dev/null (so that neither this write
+    nor Python's flush at exit prints a traceback) and the run goes on quietly to its verdict.
+    """
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self.broken = False
 
     def write(self, text: str) -> int:
-        return self._stream.write(clean(text))
+        try:
+            return self._stream.write(clean(text))
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
 
     def flush(self) -> None:
-        self._stream.flush()
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.broken = True
+        silence(self._stream)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def silence(stream: TextIO) -> None:
+    """Point `stream`'s file descriptor at /dev/null: what is still buffered, and what is written
+    later, goes nowhere instead of raising BrokenPipeError again (at exit, too)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file (a StringIO): nothing to flush at exit
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)

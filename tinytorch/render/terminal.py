@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Sequence
 
 from tinytorch.milestone07.cases import CASES_BY_NAME, GROUPS, HIDDEN_PREFIX
-from tinytorch.milestone07.diagnose import FAILURE_LESSONS, Diagnosis, Lesson, diagnose_result
+from tinytorch.milestone07.diagnose import Diagnosis, Lesson, diagnose_result, unloadable_lesson
 from tinytorch.milestone07.results import CaseResult, PartAResult, PartBResult
 from tinytorch.render.safe_text import clean
 
@@ -128,7 +128,7 @@ def _render_unloaded(result: PartAResult) -> list[str]:
         return [*_wrap(result.error, 2), ""]
     lines = ["root cause first: your module does not import, so no case ran"]
     lines += _wrap(str(result.load_error), 2)
-    lines += _wrap(f"fix: {FAILURE_LESSONS['unloadable']}", 2)
+    lines += _wrap(f"fix: {unloadable_lesson(result.impl)}", 2)
     return [*lines, ""]
 
 
