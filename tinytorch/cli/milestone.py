@@ -1,8 +1,8 @@
 """`tito milestone`: list the milestones and run Milestone 07 (Custom Kernels).
 
     tito milestone list
-    tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N] [--no-part-b | --part-b-only]
-                          [--verbose] [--timeout S]
+    tito milestone run 07 [--impl MODULE_OR_PATH] [--json PATH] [--seed N]
+                          [--no-part-b | --part-b | --part-b-only] [--verbose] [--timeout S]
                           [--grading] [--budget S] [--memory-limit MB] [--plots DIR]
                           [--format {json,prairielearn} [--points FILE]]
 
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from tinytorch.cli.parser import SuggestingParser
 from tinytorch.cli.validate import megabytes, positive_seconds
 
 MILESTONES = {
@@ -69,6 +70,21 @@ def folder_impl(impl: str) -> tuple[str, str | None]:
     if isinstance(staged, str):
         return impl, f"--impl: the folder {impl!r}: {staged}"
     return os.path.join(impl, staged.chosen or ""), None
+
+
+GRADABLE_SUFFIXES = (".py", ".ipynb")  # a module (or jupytext percent file), a notebook
+
+
+def unsupported_impl(impl: str) -> str | None:
+    """One line saying why an existing file that --impl names cannot be Module 17 (it is neither
+    a .py module nor an .ipynb notebook: acceleration.txt, a README), else None. A folder, a
+    module name and a path that does not exist are missing_impl's to judge."""
+    if not os.path.lexists(impl) or os.path.isdir(impl) or impl.endswith(GRADABLE_SUFFIXES):
+        return None
+    return (
+        f"--impl: {impl!r} is not a Module 17 file: name a .py module, an .ipynb notebook, a "
+        "folder holding one, or a module name"
+    )
 
 
 def missing_impl(impl: str) -> str | None:
@@ -128,6 +144,7 @@ def run_milestone(
     seed: int | None = None,
     timeout: float = 5.0,
     part_b: bool = True,
+    part_b_if_incomplete: bool = False,
     grading: bool = False,
     budget: float | None = DEFAULT_BUDGET_S,
     memory_limit: int | None = None,
@@ -144,7 +161,9 @@ def run_milestone(
 
     verbose: every case and check in the report, not only the failing ones. part_b_only: rerun
     Part B alone (its kernels still checked against Part A first, quietly); the exit code and
-    --json are still Part A's.
+    --json are still Part A's. An INCOMPLETE Module 17 skips Part B (its timings would be of the
+    few functions written), unless part_b_if_incomplete or part_b_only asks for it. When the
+    reader of `out` goes away (`| head`), the run ends quietly: no more output, no Part B.
 
     plots=DIR also writes a PNG of where each group's first failing case is wrong. The --json file
     is removed before any student code runs and published (tmp file + rename)
@@ -156,7 +175,7 @@ def run_milestone(
 
     out = CleanStream(out or sys.stdout)  # the student's text reaches the terminal cleaned
     err = CleanStream(sys.stderr)  # and so do the file names and errors said on stderr
-    why = missing_impl(impl) or refused_impl(impl, grading=grading)
+    why = unsupported_impl(impl) or missing_impl(impl) or refused_impl(impl, grading=grading)
     if why:
         print(f"tito milestone run: {why}", file=err)
         return EXIT_USAGE
@@ -188,6 +207,7 @@ def run_milestone(
         doc = _graded(
             impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots,
             verbose=verbose, part_b_only=part_b_only,
+            part_b_if_incomplete=part_b_if_incomplete or part_b_only,
         )  # fmt: skip
     except _UsageError as exc:
         print(f"tito milestone: {exc}", file=err)
@@ -226,6 +246,7 @@ def _graded(
     *,
     verbose: bool = False,
     part_b_only: bool = False,
+    part_b_if_incomplete: bool = False,
 ) -> dict:
     from tinytorch.bench.part_b import run_part_b
     from tinytorch.milestone07 import run_part_a
@@ -261,7 +282,15 @@ def _graded(
         names = ", ".join(p.name for p in written) or "none (nothing failed with a drawing)"
         print(f"\ndrawings in {plots}: {names}", file=out, flush=True)
     b = None
-    if part_b and a.verdict != "ERROR" and a.load_error is None:  # nothing of it would run
+    gone = getattr(out, "broken", False)  # the reader left (`| head`): nobody would see Part B
+    if a.verdict == "INCOMPLETE" and part_b and not part_b_if_incomplete and not gone:
+        print(
+            "\nPart B (timings) skipped: Module 17 is not finished; --part-b times what is written",
+            file=out,
+            flush=True,
+        )
+        part_b = False
+    if part_b and not gone and a.verdict != "ERROR" and a.load_error is None:
         print("\nPart B: timing (context only, a few seconds)...", file=out, flush=True)
         try:
             b = run_part_b(impl, sizes=sizes, part_a=a)
@@ -342,6 +371,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-part-b", action="store_true", help="skip the Part B timings")
     p.add_argument(
+        "--part-b",
+        action="store_true",
+        help="run Part B even when Module 17 is INCOMPLETE (it is skipped then by default)",
+    )
+    p.add_argument(
         "--part-b-only",
         action="store_true",
         help="rerun Part B alone: its table only (Part A still runs first, unprinted, so that a "
@@ -371,14 +405,17 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run_parsed(args: argparse.Namespace) -> int:
-    if args.part_b_only and args.no_part_b:
-        print("tito milestone run: --part-b-only and --no-part-b contradict", file=sys.stderr)
-        return EXIT_USAGE
+    for flag in ("part_b_only", "part_b"):
+        if getattr(args, flag) and args.no_part_b:
+            said = "--" + flag.replace("_", "-")
+            print(f"tito milestone run: {said} and --no-part-b contradict", file=sys.stderr)
+            return EXIT_USAGE
     return run_milestone(
         args.impl,
         seed=args.seed,
         timeout=args.timeout,
         part_b=not args.no_part_b,
+        part_b_if_incomplete=args.part_b,
         grading=args.grading,
         budget=args.budget,
         memory_limit=args.memory_limit,
@@ -426,7 +463,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main_run(argv: list[str] | None = None) -> int:
     """The script entry point: the same options as `tito milestone run 07`."""
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="01_custom_kernels.py", description="Milestone 07: Custom Kernels (Part A + Part B)"
     )
     add_run_options(parser)
