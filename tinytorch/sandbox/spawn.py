@@ -102,9 +102,9 @@ def private_dir(
     """(root, workdir, impl path inside it): a fresh folder, the submission copied in.
 
     root is an empty folder the child starts in; workdir (owned by the sandbox uid) holds a copy
-    of the student's file, and only for a folder submission (the file is acceleration.py, the
-    course's Module 17 file, as `tito release` and the class grader's folders have it) the .py
-    files beside it, which it may import. Any other file comes alone: in a folder of many
+    of the student's file, and only for a folder submission (the file is acceleration.py or
+    acceleration.ipynb, the course's Module 17 file, as `tito release` and the class grader's
+    folders have it) the .py files beside it, which it may import. Any other file comes alone: in a folder of many
     students' files (alice.py, bob.py), the others' files never reach the child's folder.
 
     Staged by tinytorch.sandbox.stage (regular files only, within its caps). follow=False (grading
@@ -118,7 +118,8 @@ def private_dir(
     copied = None
     if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: staged
         src = Path(os.path.realpath(impl) if follow else os.path.abspath(impl))
-        stage.stage_file(src, work, siblings=src.name == MODULE_FILE, hard_links=follow)
+        course_file = src.stem == Path(MODULE_FILE).stem and src.suffix in (".py", ".ipynb")
+        stage.stage_file(src, work, siblings=course_file, hard_links=follow)
         copied = os.path.join(work, src.name)
     if ids is not None:  # what staging just created, and nothing else
         stage.hand_over(work, ids)
