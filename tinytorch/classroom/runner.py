@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from tinytorch.cli.milestone import exit_code
+from tinytorch.milestone07.results import exit_code
 from tinytorch.render.json_doc import SCHEMA_VERSION
 from tinytorch.sandbox import procs
 

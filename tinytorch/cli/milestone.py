@@ -21,6 +21,13 @@ from typing import TextIO
 
 from tinytorch.cli.parser import SuggestingParser
 from tinytorch.cli.validate import megabytes, positive_seconds
+from tinytorch.milestone07.results import (  # noqa: F401 (exit statuses, re-exported)
+    EXIT_ERROR,
+    EXIT_NOT_PASSED,
+    EXIT_PASS,
+    EXIT_USAGE,
+    exit_code,
+)
 
 MILESTONES = {
     "07": {
@@ -30,7 +37,6 @@ MILESTONES = {
         "needs": "Modules 01, 06, 09, 14, 17",
     },
 }
-EXIT_PASS, EXIT_NOT_PASSED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 DEFAULT_BUDGET_S = 300.0  # wall-clock seconds for the whole of Part A
 
 
@@ -44,13 +50,6 @@ def resolve(name: str) -> str | None:
 
 class _UsageError(ValueError):
     """A bad argument found by run_part_a: exit 2, no result file."""
-
-
-def exit_code(verdict: str) -> int:
-    """The exit status of a verdict: the one mapping, so the code and the result file agree (and
-    whoever runs the milestone checks that they do: tinytorch.classroom.runner)."""
-    codes = {"PASS": EXIT_PASS, "NOT_PASSED": EXIT_NOT_PASSED, "INCOMPLETE": EXIT_NOT_PASSED}
-    return codes.get(verdict, EXIT_ERROR)
 
 
 def folder_impl(impl: str) -> tuple[str, str | None]:

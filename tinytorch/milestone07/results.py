@@ -18,6 +18,15 @@ CHECK_STATUSES = (
     "not_run",
 )
 BENCH_STATUSES = ("ok", "unavailable", "mismatch", "wrong", "error", "timeout")
+EXIT_PASS, EXIT_NOT_PASSED, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+
+
+def exit_code(verdict: str) -> int:
+    """The exit status of a verdict: the one mapping, so the code and the result file agree (and
+    whoever runs the milestone checks that they do: tinytorch.classroom.runner). Here, below the
+    CLI and the class runner, so both import it downwards."""
+    codes = {"PASS": EXIT_PASS, "NOT_PASSED": EXIT_NOT_PASSED, "INCOMPLETE": EXIT_NOT_PASSED}
+    return codes.get(verdict, EXIT_ERROR)
 
 
 @dataclass
