@@ -6,7 +6,8 @@ the output the sandbox returned) and picks the drawing by its "kind":
 - im2col: the column matrix's labels, expected vs actual (channel, kernel row, kernel col);
 - col2im: the per-pixel |error| beside the count of windows covering each pixel;
 - fused_gelu: |error| against x on a log scale, with the float64 formula;
-- im2col_conv2d: the |error| at each output position;
+- im2col_conv2d: the |error| at each output position, under im2col's wrong column order when a
+  check found one (first_failures attaches it);
 - shape: a wrong shape, yours over the expected one (e.g. col2im's uncropped padding).
 """
 
@@ -50,7 +51,9 @@ def _draw_matmul(ev: Mapping[str, Any], name: str) -> Figure:
     width = style.MAX_WIDTH_IN * (1.0 if panels == 2 else 0.6)
     fig, axes = plt.subplots(1, panels, figsize=(width, 4.4), squeeze=False)
     ax = axes[0, 0]
-    image = ax.imshow(err, cmap="Reds", extent=(0, n, m, 0), interpolation="nearest", vmin=0)
+    image = ax.imshow(
+        err, cmap=style.ERROR_CMAP, extent=(0, n, m, 0), interpolation="nearest", vmin=0
+    )
     _colorbar(fig, ax, image, "|C - A @ B|")
     for edge in range(tile, m, tile):
         ax.axhline(edge, color="#1f77b4", linewidth=0.8)
@@ -65,7 +68,7 @@ def _draw_matmul(ev: Mapping[str, Any], name: str) -> Figure:
     if panels == 2:
         ax = axes[0, 1]
         missing = np.array(ev["k_missing"], dtype=np.float64)
-        colours = ["#d62728" if abs(v) > 0.5 else "#9ecae1" for v in missing]
+        colours = [style.FAIL_COLOUR if abs(v) > 0.5 else "#9ecae1" for v in missing]
         ax.bar(np.arange(k), missing, width=1.0, color=colours, edgecolor="none")
         for edge in range(tile, k, tile):
             ax.axvline(edge - 0.5, color="#1f77b4", linewidth=0.8)
@@ -96,15 +99,18 @@ def _label(lab: Any) -> str:
 IM2COL_MAX_COLUMNS = 40  # upright 9 pt labels, ~0.2 in apart, across MAX_WIDTH_IN
 
 
-def _draw_im2col(ev: Mapping[str, Any], name: str) -> Figure:
-    expected, actual, wrong = ev["expected"], ev["actual"], set(ev["wrong"])
-    total = len(expected)
-    # A window of at most IM2COL_MAX_COLUMNS columns, starting a little before the first wrong one.
-    first = min(wrong, default=0)
+def _column_window(ev: Mapping[str, Any]) -> range:
+    """At most IM2COL_MAX_COLUMNS columns, starting a little before the first wrong one."""
+    total = len(ev["expected"])
+    first = min(ev["wrong"], default=0)
     lo = max(0, min(first - 2, total - IM2COL_MAX_COLUMNS))
-    shown = range(lo, min(total, lo + IM2COL_MAX_COLUMNS))
-    width = min(style.MAX_WIDTH_IN, max(6.0, 0.22 * len(shown) + 1.6))
-    fig, ax = plt.subplots(figsize=(width, 3.6))
+    return range(lo, min(total, lo + IM2COL_MAX_COLUMNS))
+
+
+def _column_order(ax: Any, ev: Mapping[str, Any]) -> None:
+    """Each column's label, expected above yours; the columns in the wrong place in red."""
+    expected, actual, wrong = ev["expected"], ev["actual"], set(ev["wrong"])
+    total, shown = len(expected), _column_window(ev)
     for j in shown:
         bad = j in wrong
         face = "#f4a582" if bad else "#d1e5f0"
@@ -134,8 +140,18 @@ def _draw_im2col(ev: Mapping[str, Any], name: str) -> Figure:
     ax.set_xlabel(
         f"column of im2col(x){part}; labels (channel, kernel row, kernel col)", fontsize=SMALL
     )
+
+
+def _order_width(ev: Mapping[str, Any]) -> float:
+    return min(style.MAX_WIDTH_IN, max(6.0, 0.22 * len(_column_window(ev)) + 1.6))
+
+
+def _draw_im2col(ev: Mapping[str, Any], name: str) -> Figure:
+    fig, ax = plt.subplots(figsize=(_order_width(ev), 3.6))
+    _column_order(ax, ev)
     ax.set_title(
-        f"{name}: {len(wrong)} of {total} columns hold another column's values (red)",
+        f"{name}: {len(ev['wrong'])} of {len(ev['expected'])} columns hold another column's"
+        " values (red)",
         fontsize=BIG,
     )
     fig.tight_layout()
@@ -146,7 +162,7 @@ def _draw_col2im(ev: Mapping[str, Any], name: str) -> Figure:
     err, cover = _matrix(ev["error"]), np.array(ev["coverage"])
     g = ev["geometry"]
     fig, (ax_e, ax_c) = plt.subplots(1, 2, figsize=(style.MAX_WIDTH_IN, 4.2))
-    image = ax_e.imshow(err, cmap="Reds", vmin=0, interpolation="nearest")
+    image = ax_e.imshow(err, cmap=style.ERROR_CMAP, vmin=0, interpolation="nearest")
     _colorbar(fig, ax_e, image, "|error|")
     ax_e.set_title("|col2im(g) - reference| per pixel\n(max over N, C)", fontsize=SMALL)
     image = ax_c.imshow(cover, cmap="Blues", vmin=0, interpolation="nearest")
@@ -167,7 +183,9 @@ def _draw_gelu(ev: Mapping[str, Any], name: str) -> Figure:
     ref = np.array(ev["ref"], dtype=np.float64)
     fig, (ax_e, ax_r) = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True)
     finite = np.isfinite(err)
-    ax_e.semilogy(x[finite], np.maximum(err[finite], _TINY), ".", markersize=3, color="#d62728")
+    ax_e.semilogy(
+        x[finite], np.maximum(err[finite], _TINY), ".", markersize=3, color=style.FAIL_COLOUR
+    )
     if (~finite).any():
         top = np.nanmax(err[finite]) if finite.any() else 1.0
         ax_e.plot(x[~finite], np.full((~finite).sum(), max(top, 1.0) * 10), "kx", label="NaN/inf")
@@ -185,16 +203,38 @@ def _draw_gelu(ev: Mapping[str, Any], name: str) -> Figure:
 
 
 def _draw_conv(ev: Mapping[str, Any], name: str) -> Figure:
+    """The |error| per output position; with the im2col column order when it is the cause.
+
+    `ev["columns"]` (an "im2col" evidence, attached by first_failures from the im2col layout
+    check) puts the wrong column order above the error map: the map says where the output is
+    wrong, the order says why.
+    """
     err = _matrix(ev["error"])
-    fig, ax = plt.subplots(figsize=(6.5, 4.4))
-    image = ax.imshow(err, cmap="Reds", vmin=0, interpolation="nearest")
+    order = ev.get("columns")
+    if order is not None:
+        fig, (ax_o, ax) = plt.subplots(
+            2, 1, figsize=(style.MAX_WIDTH_IN, 7.6), height_ratios=[1, 1.35]
+        )
+        _column_order(ax_o, order)
+        ax_o.set_title(
+            f"the cause: im2col's column order, {len(order['wrong'])} of"
+            f" {len(order['expected'])} columns hold another column's values (red)",
+            fontsize=SMALL,
+        )
+    else:
+        fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    image = ax.imshow(err, cmap=style.ERROR_CMAP, vmin=0, interpolation="nearest")
     _colorbar(fig, ax, image, "|error|")
     if _cell_pt(ax, err.shape) >= 3.2 * SMALL:  # "5e-07" fits its cell
         for (i, j), v in np.ndenumerate(err):
             ax.text(j, i, f"{v:.1g}", ha="center", va="center", fontsize=SMALL)
     ax.set_xlabel("output column")
     ax.set_ylabel("output row")
-    ax.set_title(f"{name}: |error| per output position (max over N, F)", fontsize=BIG)
+    if order is not None:
+        ax.set_title("the effect: |error| per output position (max over N, F)", fontsize=SMALL)
+        fig.suptitle(f"{name}: the output is wrong because im2col's columns are", fontsize=BIG)
+    else:
+        ax.set_title(f"{name}: |error| per output position (max over N, F)", fontsize=BIG)
     fig.tight_layout()
     return fig
 
@@ -244,24 +284,60 @@ def draw_case(result: Any) -> Figure | None:
     return _DRAW[ev["kind"]](ev, str(_get(result, "name")))
 
 
-def first_failures(cases: Any, checks: Any = ()) -> list[Any]:
-    """The first failing case with evidence in each group, then each failing check with evidence."""
+def _column_evidence(checks: Any) -> Mapping[str, Any] | None:
+    """The im2col column order evidence of a failing check (the im2col layout check), if any."""
+    for c in checks:
+        ev = _get(c, "evidence")
+        if isinstance(ev, Mapping) and ev.get("kind") == "im2col" and ev.get("wrong"):
+            return ev
+    return None
+
+
+class _WithColumns:
+    """A conv case whose drawing also shows the im2col column order that makes it wrong."""
+
+    def __init__(self, result: Any, columns: Mapping[str, Any]) -> None:
+        self.name, self.group = _get(result, "name"), _get(result, "group")
+        self.evidence = {**_get(result, "evidence"), "columns": dict(columns)}
+
+
+def first_failures(cases: Any, checks: Any = (), *, merge: bool = False) -> list[Any]:
+    """The first failing case with evidence in each group, then each failing check with evidence.
+
+    A failing im2col_conv2d case drawn as an error map also shows im2col's column order when a
+    check found it wrong. With `merge`, that check is not drawn again on its own (the notebook
+    says each thing once); without it, every failure keeps a drawing of its own (tito --plots).
+    """
+    checks = list(checks)
+    columns = _column_evidence(checks)
     seen: set[str] = set()
     out = []
+    merged = False
     for c in cases:
-        if _get(c, "evidence") is not None and _get(c, "group") not in seen:
+        ev = _get(c, "evidence")
+        if ev is not None and _get(c, "group") not in seen:
             seen.add(_get(c, "group"))
+            if columns is not None and ev.get("kind") == "im2col_conv2d":
+                c, merged = _WithColumns(c, columns), True
             out.append(c)
-    return out + [c for c in checks if _get(c, "evidence") is not None]
+    drop = columns if merge and merged else None
+    return out + [
+        c for c in checks if _get(c, "evidence") is not None and _get(c, "evidence") is not drop
+    ]
 
 
 def show_failures(cases: Any, checks: Any = ()) -> int:
-    """Draw and show first_failures(...) in a notebook (plt.show each); returns how many."""
+    """Draw and show first_failures(..., merge=True) in a notebook; returns how many.
+
+    Each figure is shown by itself (never every open pyplot figure) and closed.
+    """
+    from IPython.display import display
+
     shown = 0
-    for r in first_failures(cases, checks):
+    for r in first_failures(cases, checks, merge=True):
         fig = draw_case(r)
         if fig is not None:
-            plt.show()
+            display(fig)
             plt.close(fig)
             shown += 1
     return shown

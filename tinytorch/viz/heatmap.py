@@ -19,7 +19,8 @@ STATUS_CODE = {
     "pass": PASSED,
     "fail": FAILED,
 }  # every other status (error, timeout, crash...) = ERRORED
-_CMAP = ListedColormap(["#7f7f7f", "#d62728", "#2ca02c"])  # errored, failed, passed
+# errored, failed, passed: the only grey/red/green meaning a verdict, from viz/style.py
+_CMAP = ListedColormap([style.ERROR_COLOUR, style.FAIL_COLOUR, style.PASS_COLOUR])
 
 
 @dataclass(frozen=True)

@@ -69,9 +69,8 @@ def column_colour(channel: int, ky: int, kx: int, k: int) -> tuple[float, float,
 
 FIG_HEIGHT_IN = 7.0  # the explorer's Output reserves this height, so a redraw never jumps
 PADDING_GREY = (0.85, 0.85, 0.85)  # a padded zero, in the input and in the column matrix
-_OTHER_ROWS_FADE = (
-    0.35  # other rows of the matrix blend this far toward white: the picked one leads
-)
+# Other rows of the matrix blend this far toward white, so the picked one leads.
+OTHER_ROWS_FADE = 0.5
 # Seconds to draw and render inline, measured on a busy 2-core machine: a fixed part and each
 # "0" written in a padded cell (the matrix is one image, whatever its size).
 _COST_BASE_S, _COST_PER_TEXT_S = 0.6, 4e-3
@@ -110,7 +109,7 @@ def matrix_colours(lay: Im2colLayout) -> np.ndarray:
     padded = (ys < p) | (ys >= p + lay.h) | (xs < p) | (xs >= p + lay.w)
     out[padded] = PADDING_GREY
     others = np.arange(out.shape[0]) != lay.row
-    out[others] = out[others] + _OTHER_ROWS_FADE * (1.0 - out[others])
+    out[others] = out[others] + OTHER_ROWS_FADE * (1.0 - out[others])
     return out
 
 
