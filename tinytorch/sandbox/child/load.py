@@ -25,7 +25,7 @@ from typing import Any
 
 from tinytorch.sandbox.child import exports
 
-_FUTURE_FLAGS = functools.reduce(
+FUTURE_FLAGS = functools.reduce(
     operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names)
 )
 MODULE_FILE = "acceleration.py"  # the course's Module 17 file: a folder holding it is a submission
@@ -56,7 +56,7 @@ def import_impl(impl: str) -> ModuleType:
         flags = 0  # a cell's `from __future__ import` holds for the cells after it
         for filename, source in exports.code_units(path):
             code = compile(source, filename, "exec", flags=flags, dont_inherit=True)
-            flags |= code.co_flags & _FUTURE_FLAGS
+            flags |= code.co_flags & FUTURE_FLAGS
             if filename != path:  # a notebook's cell: tracebacks read its lines from here
                 linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
             exec(code, module.__dict__)  # noqa: S102

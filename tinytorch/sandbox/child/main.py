@@ -237,14 +237,23 @@ def _origins(
     return out
 
 
+def _own_prints(impl: str, work: str) -> set[str]:
+    """Fingerprints of the submission's own text: every file of its stage (`work`, which holds
+    only what staging copied until the student's code runs) when `impl` was staged there, else
+    `impl`'s alone."""
+    from tinytorch.sandbox.child.fingerprint import folder_fingerprints, source_fingerprints
+
+    own = source_fingerprints(impl)
+    if os.path.dirname(os.path.realpath(impl)) == os.path.realpath(work):
+        own |= folder_fingerprints(work)
+    return own
+
+
 def worker_main(cfg: dict[str, Any]) -> None:
     """Child process: contain itself, import the student's module, answer until the pipe closes."""
     from tinytorch.core.tensor import Tensor  # noqa: F401 (ours, imported before the drop)
     from tinytorch.sandbox.child import audit
-    from tinytorch.sandbox.child.fingerprint import (  # before grading refuses our modules
-        copies_of,
-        source_fingerprints,
-    )
+    from tinytorch.sandbox.child.fingerprint import copies_of  # before grading refuses ours
     from tinytorch.sandbox.child.load import load_impl
 
     req_fd, rep_fd = int(cfg["req_fd"]), int(cfg["rep_fd"])
@@ -318,9 +327,10 @@ def worker_main(cfg: dict[str, Any]) -> None:
     info: dict[str, Any] = {"status": "ok", "error": "", "functions": {}, "file": ""}
     module = None
     impl = cfg["impl"]
-    # what the submission's own text defines, before any of it runs (it could rewrite its file)
+    # what the submission's own text defines, before any of it runs (it could rewrite its
+    # files): every file staged with it, a folder submission's helpers as well as its main file
     own = (
-        source_fingerprints(impl)
+        _own_prints(impl, cfg["work"])
         if cfg.get("ref_prints") and impl and os.path.isfile(impl)
         else set()
     )
