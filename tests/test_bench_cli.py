@@ -470,6 +470,9 @@ def test_a_same_rounds_ceiling_that_moved_from_the_ceilings_block_is_marked():
     report["gemm"][0] |= {"fma 1t": 55.0, "fma 2t": 178.0}  # 92 in the block, 55 in its rounds
     benchmark._credibility(report)
     assert report["gemm"][0]["moved"] == ["fma 1t"]
+    report["bias_gelu"][0] |= {"copy 1t": 90.0}  # a cached copy beats the 64 MiB one: not moved
+    benchmark._credibility(report)
+    assert "moved" not in report["bias_gelu"][0]
     assert "moved, n=256: the fma 1t ceiling timed in this row's rounds" in bench.render_run(report)
 
 

@@ -389,8 +389,8 @@ SECTIONS = (
 def _credibility(report: dict[str, Any]) -> None:
     """Withhold every figure above CREDIBLE x its ceiling (row["withheld"][key] = why; the figure
     and its fraction become None), and a 2t / 1t speed-up above CREDIBLE x the thread ratio; mark
-    each ceiling timed in a row's rounds that moved from the ceilings block beyond the noise rule
-    (row["moved"])."""
+    each FMA peak timed in a GEMM row's rounds that moved from the ceilings block beyond the noise
+    rule (row["moved"])."""
     ceil = report.get("ceilings", {})
     rows = [(row, suffix, unit) for name, suffix, unit in SECTIONS for row in report.get(name, [])]
     if report.get("threads_check"):
@@ -415,12 +415,13 @@ def _credibility(report: dict[str, Any]) -> None:
             row["c++ 2t / 1t"] = None
         if withheld:
             row["withheld"] = withheld
-        own, prefix = ("fma", "fma_gflops") if suffix == "peak" else ("copy", "copy_gbs")
+        # the FMA peak is the same whatever the problem; a copy is not (a small array's copy
+        # runs from cache, the ceilings' 64 MiB one from memory), so only the peak is compared
         shifted = [
-            f"{own} {t}t"
+            f"fma {t}t"
             for t in THREADS
-            if row.get(f"{own} {t}t") and ceil.get(f"{prefix}_{t}t")
-            and moved([row[f"{own} {t}t"], ceil[f"{prefix}_{t}t"]])
+            if row.get(f"fma {t}t") and ceil.get(f"fma_gflops_{t}t")
+            and moved([row[f"fma {t}t"], ceil[f"fma_gflops_{t}t"]])
         ]  # fmt: skip
         if shifted:
             row["moved"] = shifted
