@@ -381,6 +381,7 @@ def test_run_part_b_spreads_ceiling_rounds_between_the_rows_and_reports_progress
     def fake_run_task(box, name, timeout, **kwargs):
         calls.append(name)
         if name == "ceilings":
+            assert kwargs["copy_floats"] == 512 * 1024  # quick's bias+GELU array: cache-sized
             peak = 92.0 if calls.count("ceilings") == 1 else 200.0  # the first round is low
             value = Ceilings({1: peak / 2, 2: peak}, {1: 10.0, 2: 20.0}, "fake").to_dict()
             return {"status": "ok", "value": value, "wall_s": 0.1}

@@ -339,6 +339,7 @@ def test_problem_dims_must_be_positive_ints(bad):
 # ---- ceilings and load ------------------------------------------------------------------------------
 def test_ceilings_api_gives_one_figure_per_thread_count():
     c = measure_ceilings(threads=(1, 2), quick=True, rounds=1)
+    assert isinstance(c, Ceilings)
     # every thread count has its figure, or (a busy machine) says why it was withheld
     for name, figures in (("fma_gflops", c.fma_gflops), ("copy_gbs", c.copy_gbs)):
         assert all((t in figures) != (f"{name}_{t}t" in c.withheld) for t in (1, 2)), c
@@ -424,7 +425,7 @@ def test_above_ceiling_is_strictly_past_1_2_x_and_ignores_what_is_not_a_number(
 
 
 def test_combine_rounds_needs_a_round_and_keeps_each_figures_best():
-    from tinytorch.profiling import Ceilings, combine_rounds
+    from tinytorch.profiling import combine_rounds
 
     with pytest.raises(ValueError, match="rounds"):
         combine_rounds([])
@@ -433,3 +434,17 @@ def test_combine_rounds_needs_a_round_and_keeps_each_figures_best():
     got = combine_rounds([a, b])
     assert got.fma_gflops == {1: 85.0, 2: 150.0} and got.copy_gbs == {1: 14.0, 2: 30.0}
     assert got.moved == () and got.withheld == {} and "2 rounds spread over the run" in got.how
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, "4096"])
+def test_measure_ceilings_rejects_a_bad_copy_size_by_name(bad):
+    with pytest.raises(ValueError, match="copy_floats"):
+        measure_ceilings(quick=True, rounds=1, copy_floats=bad)
+
+
+def test_measure_ceilings_copies_an_array_of_the_size_asked(monkeypatch):
+    from tinytorch.profiling import ceilings as ceilings_module
+
+    monkeypatch.setattr(ceilings_module, "_simd", lambda: None)
+    got = ceilings_module.measure_ceilings(quick=True, rounds=1, copy_floats=256 * 1024)
+    assert "np.copyto of 1 MiB" in got.how

@@ -302,12 +302,15 @@ def numpy_bias_gelu(module: Any, *, m: int, n: int, repeats: int) -> dict[str, A
     )
 
 
-def ceilings(module: Any, *, quick: bool, rounds: int = 1) -> dict[str, Any]:
+def ceilings(
+    module: Any, *, quick: bool, rounds: int = 1, copy_floats: int | None = None
+) -> dict[str, Any]:
     """One round of the machine's ceilings (profiling's one method), measured in this child;
-    Part B takes several, spread between its rows (profiling.combine_rounds)."""
+    Part B takes several, spread between its rows (profiling.combine_rounds), and copies an array
+    the size of its smallest memory-bound problem (those rows run from cache, and so does it)."""
     from tinytorch.profiling import measure_ceilings
 
-    return measure_ceilings(quick=quick, rounds=rounds).to_dict()
+    return measure_ceilings(quick=quick, rounds=rounds, copy_floats=copy_floats).to_dict()
 
 
 def simd_status(module: Any) -> dict[str, Any]:

@@ -132,11 +132,24 @@ FMA_ITERS_QUICK = 2_000_000
 
 
 def measure_ceilings(
-    *, threads: Sequence[int] = (1, 2), quick: bool = False, rounds: int = 3
+    *,
+    threads: Sequence[int] = (1, 2),
+    quick: bool = False,
+    rounds: int = 3,
+    copy_floats: int | None = None,
 ) -> Ceilings:
-    """FMA peak and copy bandwidth at each thread count, best of `rounds` interleaved rounds."""
+    """FMA peak and copy bandwidth at each thread count, best of `rounds` interleaved rounds.
+
+    copy_floats: the copied array's size, when the figures it bounds are on arrays that size (a
+    2 MiB array is copied from cache, faster than memory allows: its own bound, not memory's)."""
     simd = _simd()
     n = 2048 * 2048 if quick else 4096 * 4096  # floats: 16 or 64 MiB
+    if copy_floats is not None:
+        if isinstance(copy_floats, bool) or not isinstance(copy_floats, int) or copy_floats < 1:
+            raise ValueError(
+                f"measure_ceilings: copy_floats must be an int >= 1, got {copy_floats!r}"
+            )
+        n = copy_floats
     src = np.ones(n, dtype=np.float32)
     dst = np.empty_like(src)
     copy_bytes = 2.0 * src.nbytes  # read + write
@@ -175,7 +188,7 @@ def measure_ceilings(
     return Ceilings(
         fma_gflops=fma,
         copy_gbs=copy,
-        how=how.format(mib=src.nbytes // 2**20)
+        how=how.format(mib=f"{src.nbytes / 2**20:.3g}")
         + (f" (best of {rounds} rounds)" if rounds > 1 else ""),
         moved=tuple(moved_names),
         withheld=withheld,
