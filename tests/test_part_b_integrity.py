@@ -400,3 +400,17 @@ def test_run_part_b_spreads_ceiling_rounds_between_the_rows_and_reports_progress
     assert "ceilings" not in student
     assert calls.count("ceilings") == 4
     assert result.ceilings["fma_gflops_2t"] == 200.0 and "fma_gflops_2t" in result.ceilings["moved"]
+
+
+def test_a_gpu_backend_is_not_bounded_by_the_cpus_ceilings():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tinytorch.viz import timing as viz_timing
+
+    rows = [_row("mps", rate=2000.0), _row("numpy", rate=80.0)]  # an Apple GPU's GEMM
+    _consistent(rows)
+    assert part_b.flag_rows(rows, LOW, failed=()) == [] and rows[0].flags == []
+    assert "mps" in viz_timing.throughput_table(rows, "gemm", LOW).backends
+    assert "mps" in [p.backend for p in viz_timing.roofline_points(rows, LOW)]
+    assert viz_timing.above_roof(rows, LOW) == []

@@ -8,7 +8,7 @@ Three child processes, one after another, each gone before the next starts:
      runs on one thread there, it only computes float64 checks).
 Flags (results.BenchRow.flags):
   - "incorrect": the student's kernel failed Part A: timed, but not credited (no rate);
-  - "not_credible": a rate (any backend's) above 1.2 x the measured ceiling (profiling.credible),
+  - "not_credible": a rate (any CPU backend's) above 1.2 x the measured ceiling (profiling.credible),
     or a student's child claiming more timed seconds than the parent saw pass: withheld with the
     reason, not credited, not plotted;
   - "noisy": the samples disagree (spread), other processes kept cores busy, or a baseline came
@@ -35,7 +35,12 @@ from tinytorch.bench.tasks import TASKS
 from tinytorch.milestone07.boundary import open_sandbox
 from tinytorch.milestone07.cases import DEFAULT_IMPL
 from tinytorch.milestone07.results import BENCH_STATUSES, BenchRow, PartAResult, PartBResult
-from tinytorch.profiling.credible import CREDIBLE, above_ceiling, above_ceiling_reason
+from tinytorch.profiling.credible import (
+    CREDIBLE,
+    above_ceiling,
+    above_ceiling_reason,
+    bounded_by_cpu,
+)
 from tinytorch.profiling.load import NOISY_LOAD
 from tinytorch.profiling.problems import Problem
 from tinytorch.sandbox.parent import Sandbox
@@ -195,7 +200,8 @@ def flag_rows(
         fn = STUDENT_FN.get((r.backend, r.kind))
         if fn is not None and fn in failed and r.status == "ok":
             r.flags.append("incorrect")
-        if ceilings is not None and rate(r) is not None and "not_credible" not in r.flags:
+        bounded = ceilings is not None and bounded_by_cpu(r.backend)  # a GPU is not bound
+        if bounded and rate(r) is not None and "not_credible" not in r.flags:
             compute = r.kind == "gemm"
             ceiling = ceilings.gflops if compute else ceilings.gbps
             if above_ceiling(rate(r), ceiling):  # any backend: a bundled kernel too

@@ -19,6 +19,14 @@ from collections.abc import Mapping, Sequence
 from tinytorch.profiling.timing import NOISY_SPREAD
 
 CREDIBLE = 1.2  # a rate above this x its measured ceiling is not credible
+# Backends that run on a GPU: this CPU's ceilings do not bound them (an Apple GPU's GEMM is far
+# above the CPU's FMA peak, and rightly so), so no rule here withholds their figures.
+OFF_CPU_BACKENDS = frozenset({"mps", "triton"})
+
+
+def bounded_by_cpu(backend: str) -> bool:
+    """True when the CPU's ceilings bound the backend's figures (it runs on this CPU)."""
+    return backend not in OFF_CPU_BACKENDS
 
 
 def _number(value: object) -> bool:

@@ -23,7 +23,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from tinytorch.profiling import Ceilings, measure_ceilings
-from tinytorch.profiling.credible import above_ceiling, above_ceiling_reason
+from tinytorch.profiling.credible import above_ceiling, above_ceiling_reason, bounded_by_cpu
 from tinytorch.viz import style
 
 __all__ = [
@@ -70,7 +70,7 @@ def _rate(row: Any) -> float | None:
 def _over(row: Any, ceilings: Ceilings | None) -> str | None:
     """Why the row's rate cannot be drawn against `ceilings` (above 1.2 x), or None."""
     rate = _rate(row)
-    if ceilings is None or rate is None or row.status != "ok":
+    if ceilings is None or rate is None or row.status != "ok" or not bounded_by_cpu(row.backend):
         return None
     compute = row.kind == "gemm"
     ceiling = ceilings.gflops if compute else ceilings.gbps
@@ -149,6 +149,8 @@ def above_roof(rows: Sequence[Any], ceilings: Ceilings) -> list[str]:
     for r in rows:
         if not _credited(r) or not r.ms or not r.flops or not r.bytes:
             continue
+        if not bounded_by_cpu(r.backend):  # a GPU: above this CPU's roof, and rightly so
+            continue
         gflops, intensity = r.flops / (r.ms * 1e-3) / 1e9, r.flops / r.bytes
         roof = _roof(ceilings, intensity)
         if above_ceiling(gflops, roof):
@@ -176,7 +178,8 @@ def roofline_points(rows: Sequence[Any], ceilings: Ceilings | None = None) -> li
         table = tables[r.kind]
         noisy = bool(table.noisy[table.problems.index(r.problem), table.backends.index(r.backend)])
         gflops, intensity = r.flops / (r.ms * 1e-3) / 1e9, r.flops / r.bytes
-        if ceilings is not None and above_ceiling(gflops, _roof(ceilings, intensity)):
+        over = ceilings is not None and above_ceiling(gflops, _roof(ceilings, intensity))
+        if over and bounded_by_cpu(r.backend):
             continue  # listed under the chart by above_roof
         points.append(RooflinePoint(r.backend, r.problem, intensity, gflops, noisy))
     return points
@@ -426,6 +429,7 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
         column, line = divmod(i, key_rows)
         x, y = 0.01 + 0.5 * column, (key_in - 0.1) / height - line * step
         name = f"{p.backend}, {p.problem}" + (" (noisy: rerun)" if p.noisy else "")
+        name += "" if bounded_by_cpu(p.backend) else " (GPU: not under this roof)"
         for dx, text, weight in ((0.03, str(i + 1), "bold"), (0.04, name, "normal")):
             ax.text(
                 x + dx,
