@@ -10,6 +10,13 @@ points only when its status is "pass". Override with `--points FILE`, a TOML or 
     "tiled_matmul/ragged_all_axes/tile7" = 3
     [checks]
     "tiling audit" = 4
+
+The gradebook contract, the same for every route (CSV, Gradescope, PrairieLearn, nbgrader):
+- one maximum per assignment: every item the assignment has (`assignment_items`) is scored,
+  whatever the run reached; an item the doc lacks (a syntax error stops before the checks, a file
+  that was not graded has no items at all) earns 0 of its points, with status "not_run";
+- nothing earns points for a file that does no work: a check that holds of an empty or untouched
+  file (VACUOUS_CHECKS) earns its points only when at least one case passed.
 """
 
 from __future__ import annotations
@@ -26,6 +33,14 @@ else:  # Python 3.10: the tomli backport (a pyproject dependency there)
     import tomli as tomllib
 
 DEFAULT_POINTS = {"case": 1.0, "check": 2.0, "hidden_case": 1.0}
+# The checks after the registry's deeper checks (tinytorch.milestone07.checks.CHECKS), by the
+# names their results carry: every run's, and grading mode's own. tests/test_grade.py pins them
+# against a real grading run, so a rename there fails a test, not a gradebook.
+MUTATION_CHECK = "inputs not mutated"
+OWN_WORK_CHECK = "own work"
+# Checks an empty or untouched file passes (nothing it wrote could be mutated or borrowed).
+VACUOUS_CHECKS = (MUTATION_CHECK, OWN_WORK_CHECK)
+NOT_GRADED = "not_run"  # the status of an item the run did not reach
 _KINDS = {"case": "cases", "check": "checks", "hidden_case": "hidden_cases"}
 
 
@@ -54,6 +69,7 @@ class Item:
     max_points: float
     detail: str
     lesson: str
+    graded: bool = True  # False: the assignment's item that the doc lacks (0 points)
 
     @property
     def passed(self) -> bool:
@@ -104,25 +120,75 @@ def load_points(path: str | Path | None) -> Points:
     return Points(**base, overrides=overrides)
 
 
+def assignment_items(grading: bool = True) -> list[tuple[str, str]]:
+    """(kind, name) of every item the assignment scores: the 30 published cases, the deeper
+    checks, and in grading mode the own-work check and the hidden cases (drawn per run, so named
+    here by group and number: their names in a doc carry the drawn shapes)."""
+    from tinytorch.milestone07.cases import CASES, HIDDEN_COUNTS, HIDDEN_PREFIX
+    from tinytorch.milestone07.checks import CHECKS
+
+    out = [("case", c.name) for c in CASES]
+    out += [("check", name) for name, _fn, _check in CHECKS]
+    out += [("check", MUTATION_CHECK)] + ([("check", OWN_WORK_CHECK)] if grading else [])
+    if grading:
+        out += [
+            ("hidden_case", f"{HIDDEN_PREFIX}{group}/{i}")
+            for group, n in HIDDEN_COUNTS.items()
+            for i in range(n)
+        ]
+    return out
+
+
+def _hidden_slot(name: str) -> str:
+    """A hidden case's place in assignment_items: `hidden/<group>/<i>/<shape...>` -> its first
+    three parts."""
+    return "/".join(name.split("/")[:3])
+
+
 def score_items(doc: dict[str, Any], points: Points) -> list[Item]:
-    """Every published case, deeper check and hidden case of a milestone doc, with its points."""
-    items = []
+    """Every item of the assignment (assignment_items, in its order), scored from a milestone
+    doc; the doc's own items that the assignment lacks come after (a run's extra cases)."""
+    grading = bool(doc.get("grading", bool(doc.get("hidden_cases"))))  # a doc that says neither
+    found: dict[tuple[str, str], dict[str, Any]] = {}
     for kind, key in _KINDS.items():
         for entry in doc.get(key) or []:
-            worth = points.of(kind, entry["name"])
-            status = entry.get("status", "")
-            items.append(
-                Item(
-                    kind=kind,
-                    name=entry["name"],
-                    status=status,
-                    earned=worth if status == "pass" else 0.0,
-                    max_points=worth,
-                    detail=entry.get("detail", ""),
-                    lesson=entry.get("lesson", ""),
-                )
-            )
-    return items
+            slot = _hidden_slot(entry["name"]) if kind == "hidden_case" else entry["name"]
+            found.setdefault((kind, slot), entry)
+    worked = any(e.get("status") == "pass" for (kind, _), e in found.items() if kind != "check")
+    why = str(doc.get("error") or "") or "the run did not reach it"
+
+    def scored(kind: str, slot: str, entry: dict[str, Any] | None) -> Item:
+        if entry is None:
+            worth = points.of(kind, slot)
+            return Item(kind, slot, NOT_GRADED, 0.0, worth, f"not graded: {why}", "", graded=False)
+        worth = points.of(kind, entry["name"])
+        status = entry.get("status", "")
+        vacuous = status == "pass" and kind == "check" and entry["name"] in VACUOUS_CHECKS
+        vacuous = vacuous and not worked
+        detail = entry.get("detail", "")
+        if vacuous:
+            detail += " (no points: no case passed, so there was no work of yours to check)"
+        return Item(
+            kind=kind,
+            name=entry["name"],
+            status=status,
+            earned=worth if status == "pass" and not vacuous else 0.0,
+            max_points=worth,
+            detail=detail,
+            lesson=entry.get("lesson", ""),
+        )
+
+    items = [
+        scored(kind, slot, found.pop((kind, slot), None))
+        for kind, slot in assignment_items(grading)
+    ]
+    # a doc's items the assignment does not list (none today) are kept, after the others
+    return items + [scored(kind, slot, entry) for (kind, slot), entry in found.items()]
+
+
+def graded(items: list[Item]) -> list[Item]:
+    """The items the run itself reported (not the assignment's items it did not reach)."""
+    return [i for i in items if i.graded]
 
 
 def total(items: list[Item]) -> tuple[float, float]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinytorch.classroom.scoring import Item, Points, score_items, total
+from tinytorch.classroom.scoring import Item, Points, graded, score_items, total
 from tinytorch.milestone07.diagnose import Diagnosis
 from tinytorch.render.safe_text import clean
 from tinytorch.render.terminal import render_lessons, render_root_causes
@@ -109,7 +109,13 @@ def summary_text(
         lines.append(f"{len(hidden)} hidden cases: their results are shown after the due date")
     diag = diagnosis_shown(doc, hidden_details=hidden_details)
     roots = {cause.check for cause in diag.root_causes}
-    shown_items = [i for i in items if not i.passed and (i.kind != "hidden_case" or hidden_details)]
+    unreached = [i for i in items if not i.graded]
+    if unreached:
+        lines.append(f"{len(unreached)} items not reached by the run: 0 of their "
+                     f"{_points(total(unreached)[1])} points")  # fmt: skip
+    shown_items = [
+        i for i in graded(items) if not i.passed and (i.kind != "hidden_case" or hidden_details)
+    ]
     if diag.root_causes and shown_items:
         lines += ["", *render_root_causes(diag)]
     for item in shown_items:
@@ -184,7 +190,7 @@ def gradescope_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
                 "visibility": "after_due_date",
             }
         )
-    if not items:  # nothing was graded: say why, worth nothing
+    if not graded(items):  # nothing was graded: say why (its items above are worth 0 each)
         tests.append(
             {
                 "name": "the submission could be graded",
@@ -249,7 +255,7 @@ def prairielearn_results(doc: dict[str, Any], points: Points) -> dict[str, Any]:
     # Not gradable (PrairieLearn: no points awarded or lost, no attempt used): the grader broke
     # (ERROR), or there was nothing to grade (no file found: an INCOMPLETE doc with no items).
     # A run stopped for the submission's memory or output flood is NOT PASSED: graded, 0 points.
-    gradable = doc["verdict"] != "ERROR" and (bool(items) or doc["verdict"] == "NOT_PASSED")
+    gradable = doc["verdict"] != "ERROR" and (bool(graded(items)) or doc["verdict"] == "NOT_PASSED")
     out: dict[str, Any] = {
         "gradable": gradable,
         "score": round(earned / possible, 6) if possible else 0.0,
