@@ -191,3 +191,51 @@ def test_tile_throughput_times_a_real_kernel_at_a_tiny_size_and_draws_it():
     assert list(ax.lines[0].get_xdata()) == [8, 16]
     assert list(ax.lines[0].get_ydata()) == data["gflops"]
     assert "32x32 @ 32x32" in ax.get_title()
+
+
+# ---- cost: a redraw estimated above redraw.BUDGET_S is refused or coarsened, and says so --------
+
+
+def test_block_products_count_the_python_level_tile_products():
+    from tinytorch.viz.widget import block_products
+
+    assert block_products([(150, 131, 140)], [3]) == 50 * 44 * 47
+    assert block_products([(5, 3, 4)], [64]) == 1
+    assert block_products([(64, 64, 64), (5, 3, 4)], [16, 64]) == 64 + 1 + 1 + 1
+
+
+def test_the_full_default_grid_fits_the_budget_at_the_reference_speed():
+    from tinytorch.viz.redraw import BUDGET_S
+    from tinytorch.viz.widget import TILE_SIZES
+
+    heat = TileHeatmap("m", grid=FakeGrid())
+    assert heat.estimate(YOURS, SHAPES, TILE_SIZES) <= BUDGET_S  # 48 cells: never refused
+    assert heat.speed_estimate() <= BUDGET_S
+
+
+def test_a_grid_too_slow_for_the_budget_is_refused_before_it_runs_and_says_why():
+    grid = FakeGrid()
+    heat = TileHeatmap("m", grid=grid)
+    heat._learn(YOURS, 100_000, 0.8 + 100_000 * 2e-4)  # a slow kernel: 200 us per tile product
+    assert heat.seconds_per_block[YOURS] == pytest.approx(2e-4)
+    heat.tiles.value = ("3", "64")
+    assert len(grid.calls) == 1, "refused: the student's grid never ran"
+    assert "Not drawn" in heat.status.value and "tile 3 on 150x131 @ 131x140" in heat.status.value
+    assert heat.last is None and heat.shown is None and not heat.busy
+    heat.tiles.value = ("64",)  # cheap again: drawn
+    assert len(grid.calls) == 2 and heat.shown == HEATMAP
+
+
+def test_the_speed_view_leaves_out_tile_sizes_it_cannot_time_within_the_budget():
+    calls = []
+
+    def timer(impl, *, seed=0, tiles=None):
+        calls.append(tiles)
+        shown = list(tiles or (8, 16, 32, 64, 128, 256))
+        return {"size": 256, "tiles": shown, "gflops": [1.0] * len(shown), "numpy_gflops": 9.0}
+
+    heat = TileHeatmap("m", grid=FakeGrid(), timer=timer)
+    heat.seconds_per_block[YOURS] = 1e-4  # tile 8 alone is 32,768 products x 4 runs: ~13 s
+    heat.view.value = SPEED
+    assert calls and calls[-1] is not None and 8 not in calls[-1] and 256 in calls[-1]
+    assert "left out" in heat.status.value and heat.shown == SPEED

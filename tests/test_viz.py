@@ -24,7 +24,7 @@ from tinytorch.viz.explore import Im2colExplorer, TileExplorer
 from tinytorch.viz.failures import draw_case, save_failure_plots
 from tinytorch.viz.im2col import column_colour, draw_im2col, im2col_layout
 from tinytorch.viz.native import native_status, native_status_text
-from tinytorch.viz.tiles import axis_blocks, draw_ragged_tiles, tile_layout
+from tinytorch.viz.tiles import TILE_COLOURS, axis_blocks, draw_ragged_tiles, tile_layout
 
 
 @pytest.fixture(autouse=True)
@@ -534,6 +534,8 @@ FIGURE_MAKERS = {
     "im2col": lambda: draw_im2col(),
     "im2col C=3 k=5 padding 0": lambda: draw_im2col(3, 9, 9, 5, 1, 0, (4, 4)),
     "im2col C=3 k=1 padding 2": lambda: draw_im2col(3, 9, 9, 1, 1, 2, (12, 12)),
+    "im2col C=3 k=5 padding 2, 81 x 75": lambda: draw_im2col(3, 9, 9, 5, 1, 2, (4, 4)),
+    "tiles 80, tile 1, coarse": lambda: draw_ragged_tiles(80, 80, 80, 1, coarse=True),
     "heatmap 6x8": lambda: hm.draw_heatmap(
         hm.heatmap_data([_res("pass", 1e-7)] * 48, [(150, 131, 140)] * 6, range(1, 9))
     ),
@@ -561,6 +563,8 @@ FIGURE_MAKERS = {
         "kind": "fused_gelu", "x": [-1.0, 1.0], "error": [1e-3, None], "ref": [-0.16, 0.84]})),
     "failure conv": lambda: draw_case(SimpleNamespace(name="conv/x", evidence={
         "kind": "im2col_conv2d", "error": [[0.0, 0.5] * 4] * 5, "shape": [1, 1, 5, 8]})),
+    "failure conv with column order": lambda: draw_case(SimpleNamespace(
+        name="im2col_conv2d/x", evidence={**_CONV_EV, "columns": _ORDER})),
     "failure shape": lambda: draw_case(SimpleNamespace(name="col2im/y", evidence={
         "kind": "shape", "expected": [2, 3, 8, 8], "actual": [2, 3, 10, 10]})),
 }  # fmt: skip
@@ -765,3 +769,200 @@ def test_the_speed_view_says_whose_kernel_it_times_when_an_example_bug_is_picked
     heat.source.value = "your kernel"
     assert "always times your kernel" not in heat.status.value
     assert "tt-busy" not in heat.out._dom_classes  # the busy dimming is lifted after each redraw
+
+
+# ---- one colour language: red and green mean fail and pass, nothing else -------------------------
+
+
+def _hue_deg(colour) -> tuple[float, float]:
+    """(hue in degrees, saturation) of a matplotlib colour."""
+    import colorsys
+
+    from matplotlib.colors import to_rgb
+
+    h, _, s = colorsys.rgb_to_hls(*to_rgb(colour))
+    return 360 * h, s
+
+
+def _verdict_like(colour) -> bool:
+    """A saturated colour within 25 degrees of the pass green or the fail red."""
+    from tinytorch.viz import style
+
+    hue, sat = _hue_deg(colour)
+    if sat < 0.25:
+        return False
+    for verdict in (style.PASS_COLOUR, style.FAIL_COLOUR):
+        ref, _ = _hue_deg(verdict)
+        if min(abs(hue - ref), 360 - abs(hue - ref)) < 25:
+            return True
+    return False
+
+
+def test_backend_palette_never_uses_the_pass_or_fail_colours():
+    from tinytorch.viz import style
+
+    palette = {**style.BACKEND_COLOURS, **{f"spare {c}": c for c in style._SPARE}}
+    assert [name for name, c in palette.items() if _verdict_like(c)] == []
+    assert _verdict_like(style.PASS_COLOUR) and _verdict_like(style.FAIL_COLOUR)  # the check bites
+    assert not _verdict_like(style.HIGHLIGHT_COLOUR)
+    unknown = style.backend_colour("some new backend")
+    assert not _verdict_like(unknown) and unknown == style.backend_colour("some new backend")
+
+
+def test_the_heatmap_draws_verdicts_in_the_style_verdict_colours():
+    from matplotlib.colors import to_hex
+
+    from tinytorch.viz import style
+
+    data = hm.heatmap_data(
+        [_res("pass", 0.0), _res("fail", 1.0), _res("timeout", None)], [(5, 3, 4)], [7, 8, 16]
+    )
+    fig = hm.draw_heatmap(data)
+    image = fig.axes[0].images[0]
+    drawn = [to_hex(image.cmap(image.norm(v))) for v in (data.status[0] + 1)]
+    assert drawn == [style.PASS_COLOUR, style.FAIL_COLOUR, style.ERROR_COLOUR]
+
+
+def _artist_colours(fig) -> list:
+    """Every face and edge colour of every patch and line, and every image's pixels, drawn in fig."""
+    from matplotlib.colors import to_hex
+
+    out = []
+    for ax in fig.axes:
+        for patch in ax.patches:
+            if patch.get_fill():
+                out.append(to_hex(patch.get_facecolor()))
+            if patch.get_linewidth() > 0:
+                out.append(to_hex(patch.get_edgecolor()))
+        out += [to_hex(line.get_color()) for line in ax.lines]
+        for image in ax.images:
+            arr = image.get_array()
+            rgb = image.to_rgba(arr)[..., :3] if arr.ndim == 2 else np.asarray(arr)[..., :3]
+            out += [to_hex(c) for c in {tuple(v) for v in rgb.reshape(-1, 3)}]
+    return out
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: draw_ragged_tiles(37, 23, 29, 7),
+        lambda: draw_ragged_tiles(80, 80, 80, 1, coarse=True),
+        lambda: draw_im2col(3, 9, 9, 3, 2, 1, (1, 2)),
+    ],
+)
+def test_teaching_drawings_use_no_pass_or_fail_colour(make):
+    assert [c for c in _artist_colours(make()) if _verdict_like(c)] == []
+
+
+# ---- the im2col explorer: the whole column matrix at every size --------------------------------
+
+
+@pytest.mark.parametrize(
+    "geometry",
+    [
+        (2, 5, 5, 3, 1, 1, (1, 1)),  # the default: 25 x 18
+        (3, 9, 9, 5, 1, 2, (4, 4)),  # 81 x 75, the widest the sliders reach
+        (3, 9, 9, 1, 1, 2, (12, 12)),  # 169 x 3, the tallest
+        (1, 2, 2, 1, 3, 0, (0, 0)),  # 1 x 1
+    ],
+)
+def test_im2col_draws_every_row_of_the_column_matrix_in_its_channel_colours(geometry):
+    from matplotlib.colors import to_rgb
+
+    from tinytorch.viz.im2col import OTHER_ROWS_FADE, PADDING_GREY, matrix_colours
+
+    c, h, w, k, stride, padding, field = geometry
+    lay = im2col_layout(c, h, w, k, stride, padding, field)
+    fig = draw_im2col(*geometry)
+    matrix = fig.axes[-1]
+    (image,) = matrix.images
+    drawn = np.asarray(image.get_array())
+    assert drawn.shape == (lay.oh * lay.ow, c * k * k, 3)  # every row and column, not one strip
+    np.testing.assert_allclose(drawn, matrix_colours(lay))
+    ys, xs = lay.source[..., 1], lay.source[..., 2]
+    padded = (ys < padding) | (ys >= padding + h) | (xs < padding) | (xs >= padding + w)
+    grey = np.array(PADDING_GREY)
+    faded = grey + OTHER_ROWS_FADE * (1 - grey)  # another row's padded zero, faded toward white
+    for r, j in zip(*np.nonzero(padded), strict=True):
+        np.testing.assert_allclose(drawn[r, j], grey if r == lay.row else faded)
+    row = drawn[lay.row]  # the picked row: unfaded, each entry its column's colour or grey
+    for j, (ch, ky, kx) in enumerate(lay.columns):
+        want = PADDING_GREY if padded[lay.row, j] else column_colour(ch, ky, kx, k)
+        np.testing.assert_allclose(row[j], want)
+    # hue follows the channel in every non-padded entry of every row
+    import colorsys
+
+    for j, (ch, _, _) in enumerate(lay.columns):
+        base_hue = colorsys.rgb_to_hls(*column_colour(ch, 0, 0, k))[0]
+        for r in np.flatnonzero(~padded[:, j]):
+            assert abs(colorsys.rgb_to_hls(*drawn[r, j])[0] - base_hue) < 0.02
+    fig.canvas.draw()
+    row_px = matrix.get_window_extent().height / (lay.oh * lay.ow)
+    assert row_px >= 1.5, row_px  # 169 rows still each get their own pixels
+    assert to_rgb("#000000") in [to_rgb(p.get_edgecolor()) for p in matrix.patches]  # the frame
+    assert f"row {lay.row} framed" in matrix.get_title()
+
+
+# ---- cost: explorers coarsen a drawing estimated above the budget ------------------------------
+
+
+def test_the_tile_explorer_coarsens_tile_1_at_80_cubed_and_says_so():
+    from tinytorch.viz.redraw import BUDGET_S
+    from tinytorch.viz.tiles import tiles_cost
+
+    assert tiles_cost(80, 80, 80, 1) > BUDGET_S  # 6,400 framed patches: ~19 s in the browser
+    assert max(tiles_cost(80, 80, 80, t, coarse=True) for t in range(1, 65)) <= BUDGET_S
+    seen = []
+    view = TileExplorer(80, 80, 80, 2)
+    draw = view.draw
+    view.draw = lambda **kw: seen.append(kw.get("coarse", False)) or draw(**kw)
+    assert not view.coarse
+    view.sliders["tile"].value = 1
+    assert seen == [True] and view.coarse and "Drawn coarse" in view.status.value
+    view.sliders["tile"].value = 8
+    assert seen == [True, False] and not view.coarse and view.status.value == ""
+
+
+def test_a_coarse_tile_drawing_shows_every_tile_kind_as_one_image():
+    fig = draw_ragged_tiles(37, 23, 29, 7, coarse=True)
+    ax_c = fig.axes[2]
+    (image,) = ax_c.images
+    lay = tile_layout(37, 23, 29, 7)
+    kinds = np.asarray(image.get_array())
+    assert kinds.shape == (37, 23)
+    for t in lay.tiles:  # the same kind, entry by entry, as the full drawing's patches
+        block = kinds[
+            t.row.start : t.row.start + t.row.size, t.col.start : t.col.start + t.col.size
+        ]
+        assert (block == list(TILE_COLOURS).index(t.kind)).all()
+    assert "coarse" in ax_c.get_title() and len(ax_c.patches) == 1  # the corner frame only
+
+
+# ---- Section 3: an im2col column-order bug is drawn as the column order, not only an error map --
+
+
+_ORDER = {
+    "kind": "im2col", "c": 2, "k": 2, "wrong": [1, 2, 3, 4, 5, 6],
+    "expected": [[j // 4, (j // 2) % 2, j % 2] for j in range(8)],
+    "actual": [[j % 2, j // 4, (j // 2) % 2] for j in range(8)],
+}  # fmt: skip
+_CONV_EV = {"kind": "im2col_conv2d", "error": [[0.0, 0.5], [0.25, 0.0]], "shape": [1, 1, 2, 2]}
+
+
+def test_a_conv_failure_caused_by_im2col_order_draws_the_wrong_columns_and_says_it_once():
+    from tinytorch.viz.failures import first_failures
+
+    conv = SimpleNamespace(name="im2col_conv2d/pad1", group="im2col_conv2d", evidence=_CONV_EV)
+    layout = SimpleNamespace(name="im2col layout", status="fail", evidence=_ORDER)
+    drawn = first_failures([conv], [layout], merge=True)
+    assert len(drawn) == 1  # the layout check is inside the conv drawing, not drawn again
+    fig = draw_case(drawn[0])
+    order, errors = fig.axes[0], fig.axes[1]
+    texts = [t.get_text() for t in order.texts]
+    assert texts[:2] == ["0,0,0", "0,0,0"] and "1,0,0" in texts  # expected, then yours, per column
+    assert [t.get_text() for t in order.get_yticklabels()] == ["expected", "yours"]
+    assert "column order" in order.get_title() and "6 of 8" in order.get_title()
+    assert errors.images and "|error|" in errors.get_title()
+    assert len(first_failures([conv], [layout])) == 2  # tito --plots: a file per failure
+    plain = draw_case(conv)  # without the check: the error map alone, as before
+    assert len(plain.axes) == 2 and "column" not in plain.axes[0].get_title()

@@ -210,3 +210,57 @@ def test_the_busy_state_lasts_until_the_figure_is_rendered():
     view.sliders["n"].value = 30
     assert seen == [(True, "<i>drawing...</i>", True)]
     assert not view.redraw.busy and view.status.value == ""
+
+
+_SETUP = """%matplotlib inline
+import warnings
+import matplotlib.pyplot as plt
+from tinytorch.viz.explore import Im2colExplorer, TileExplorer
+view, tiles = Im2colExplorer(), TileExplorer()
+display(view.widget)
+display(tiles.widget)
+"""
+# a quick drag, a drawing that warns, one that dies half-drawn, and one coarsened
+_DRAG = """for v in (6, 7, 8, 9, 3):
+    view.sliders['h'].value = v
+draw = tiles.draw
+def noisy(**kw):
+    warnings.warn('tight_layout not applied')
+    return draw(**kw)
+def dies(**kw):
+    plt.subplots(1, 3)
+    raise RuntimeError('boom')
+tiles.draw = noisy
+tiles.sliders['tile'].value = 5
+tiles.draw = dies
+tiles.sliders['tile'].value = 6
+tiles.draw = draw
+tiles.sliders['m'].value = 80
+tiles.sliders['n'].value = 80
+tiles.sliders['tile'].value = 1
+print(view.redraw.figures_shown, tiles.redraw.figures_shown, len(plt.get_fignums()), tiles.coarse)
+"""
+KERNEL_CELLS = (_SETUP, _DRAG)
+
+
+@pytest.mark.slow
+def test_in_a_real_kernel_each_output_holds_one_figure_and_nothing_reaches_the_console():
+    """nbclient routes an Output's messages as JupyterLab does: a figure or warning sent outside
+    it would land in the cell's own outputs (in JupyterLab, the Log Console for a callback)."""
+    nbformat = pytest.importorskip("nbformat", reason="nbformat is a dev dependency")
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is a dev dependency")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in KERNEL_CELLS]
+    nbclient.NotebookClient(nb, timeout=300, store_widget_state=True).execute()
+    first, second = (cell.outputs for cell in nb.cells)
+    assert [o["output_type"] for o in first] == ["display_data", "display_data"]
+    assert [(o["output_type"], o.get("name")) for o in second] == [("stream", "stdout")]
+    assert second[0]["text"].split() == ["6", "5", "0", "True"]  # every figure closed
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    outputs = {
+        tuple(m["state"]["_dom_classes"]): m["state"]["outputs"]
+        for m in state.values()
+        if m["model_name"] == "OutputModel"
+    }
+    for classes in (("tt-im2col-out",), ("tt-tiles-out",)):
+        assert [("image/png" in o.get("data", {})) for o in outputs[classes]] == [True]

@@ -24,9 +24,11 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from tinytorch.viz import style
+
 BUDGET_S = 3.0  # a redraw estimated above this is refused or coarsened: the kernel stays usable
 BUSY_STYLE = "<i>{}</i>"
-ERROR_STYLE = "<b style='color:#d62728'>{}</b>"
+ERROR_STYLE = f"<b style='color:{style.FAIL_COLOUR}'>{{}}</b>"  # the request failed
 
 
 def _display(fig: Any) -> None:

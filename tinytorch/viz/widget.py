@@ -3,8 +3,9 @@
 The kernel is yours or one of a few example bugs (so each bug's pattern is seen before it is
 met); a second view times your tiled_matmul across tile sizes on one large shape beside NumPy.
 Core ipywidgets only (SelectMultiple, Dropdown, ToggleButtons, Output, HTML, HBox/VBox), so it
-runs under ipywidgets 7.7 (Colab) and 8 alike. Figures go through `plt.show()` inside the Output,
-as `%matplotlib inline` needs.
+runs under ipywidgets 7.7 (Colab) and 8 alike. Each figure is shown inside the Output from the
+callback (`%matplotlib inline` renders it there), by viz/redraw.py, which also drops a result that
+comes back for an older request.
 """
 
 from __future__ import annotations
@@ -432,7 +433,11 @@ class TileHeatmap:
             f"<b>GFLOP/s of your tiled_matmul</b> beside NumPy (refresh {refresh})"
             + (f"{SPEED_TIMES_YOURS}" if source != YOURS else "")
             + html.escape(note)
-            + (f" <span style='color:#d62728'>{html.escape(errors)}</span>" if errors else "")
+            + (
+                f" <span style='color:{style.FAIL_COLOUR}'>{html.escape(errors)}</span>"
+                if errors
+                else ""
+            )
         )
         self._show(gen, lambda: draw_tile_throughput(data), status, SPEED)
 
