@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytorch.classroom.similarity import (
+    FUNC_MIN,
     MARKED_MAX,
     MIN_TOKENS,
     PAIR_THRESHOLD,
@@ -187,13 +188,22 @@ def _side(source: str, marked: set[int]) -> str:
     return "<pre>" + "\n".join(lines) + "</pre>"
 
 
+def _kind(f: Flag) -> str:
+    """The flag's kind as the report says it, with the copied functions where there are some."""
+    return f.kind + (f" ({', '.join(f.functions)})" if f.functions else "")
+
+
 def similarity_html(flags: list[Flag], sources: dict[str, str], reference: str) -> str:
     intro = (
-        f"<p>Normalised token streams (comments, whitespace and names stripped; the starter code "
-        f"removed) compared with difflib. Flagged: pairs at {PAIR_THRESHOLD:.2f} or more, and "
-        f"submissions at {REFERENCE_THRESHOLD:.2f} or more against the reference solution "
-        "('contained': that share of the smaller file's code is inside the other, a copy with "
-        "code added around it). "
+        "<p>Each file is read through Python's AST and printed back in one spelling (no "
+        "comments, docstrings, formatting or redundant parentheses; numbers by value, so 0x10 "
+        "is 16; names as ID), the starter code removed, then compared. Flagged: pairs at "
+        f"{PAIR_THRESHOLD:.2f} or more, and submissions at {REFERENCE_THRESHOLD:.2f} or more "
+        "against the reference solution. Each flag names its kind: <b>verbatim</b> (the same "
+        "code with the same names, however it is spelled), <b>renamed</b> (the same code, its "
+        "names changed) or <b>contained</b> (that share of the smaller file's code, or of the "
+        f"named functions of {FUNC_MIN} tokens or more, is inside the other: a copy with code "
+        "added around it). "
         f"Submissions with fewer than {MIN_TOKENS} tokens of their own are not compared. "
         "Flags inform; they never change a verdict. The table lists every flag; the "
         f"{SIDE_BY_SIDE_MAX} best-scoring are shown side by side below it, matching regions "
@@ -201,13 +211,12 @@ def similarity_html(flags: list[Flag], sources: dict[str, str], reference: str) 
     )
     if not flags:
         return intro + "<p>No flags.</p>"
-    rows = [[f.a, f.b, f"{f.score:.3f}" + (" contained" if f.contained else "")] for f in flags]
-    parts = [intro, _table(["submission", "near-identical to", "score"], rows)]
+    rows = [[f.a, f.b, f"{f.score:.3f}", _kind(f)] for f in flags]
+    parts = [intro, _table(["submission", "near-identical to", "score", "kind"], rows)]
     for f in flags[:SIDE_BY_SIDE_MAX]:
         right = reference if f.b == REFERENCE else sources.get(f.b, "")
         parts.append(
-            f"<h3>{_esc(f.a)} ~ {_esc(f.b)} (score {f.score:.3f}"
-            f"{', contained' if f.contained else ''})</h3>"
+            f"<h3>{_esc(f.a)} ~ {_esc(f.b)} (score {f.score:.3f}, {_esc(_kind(f))})</h3>"
             f'<div class="sbs"><div>{_side(sources.get(f.a, ""), f.a_lines)}</div>'
             f"<div>{_side(right, f.b_lines)}</div></div>"
         )
