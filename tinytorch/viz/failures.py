@@ -212,9 +212,9 @@ def _draw_conv(ev: Mapping[str, Any], name: str) -> Figure:
     err = _matrix(ev["error"])
     order = ev.get("columns")
     if order is not None:
-        fig, (ax_o, ax) = plt.subplots(
-            2, 1, figsize=(style.MAX_WIDTH_IN, 7.6), height_ratios=[1, 1.35]
-        )
+        fig = plt.figure(figsize=(style.MAX_WIDTH_IN, 7.6))
+        grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.35], width_ratios=[1, 1.6, 1])
+        ax_o, ax = fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 1])  # the map centred
         _column_order(ax_o, order)
         ax_o.set_title(
             f"the cause: im2col's column order, {len(order['wrong'])} of"
@@ -232,7 +232,7 @@ def _draw_conv(ev: Mapping[str, Any], name: str) -> Figure:
     ax.set_ylabel("output row")
     if order is not None:
         ax.set_title("the effect: |error| per output position (max over N, F)", fontsize=SMALL)
-        fig.suptitle(f"{name}: the output is wrong because im2col's columns are", fontsize=BIG)
+        fig.suptitle(f"{name}: wrong because im2col's columns are out of order", fontsize=BIG)
     else:
         ax.set_title(f"{name}: |error| per output position (max over N, F)", fontsize=BIG)
     fig.tight_layout()

@@ -128,6 +128,11 @@ def tiles_cost(m: int, n: int, k: int, tile: int, coarse: bool = False) -> float
     return _COST_BASE_S + per_tile * len(lay.tiles) + _COST_PER_K_BLOCK_S * 2 * len(lay.k_blocks)
 
 
+def _spacing_pt(layout: TileLayout) -> float:
+    """About how many points apart tile edges fall in a panel a third of the figure wide."""
+    return layout.tile * style.MAX_WIDTH_IN * 72 / 3 / max(layout.m, layout.n, layout.k)
+
+
 def _draw_c_coarse(ax, layout: TileLayout) -> None:
     """C's tiles as one image of their kinds plus the tile edges: the same picture, one artist."""
     from matplotlib.colors import ListedColormap
@@ -147,8 +152,7 @@ def _draw_c_coarse(ax, layout: TileLayout) -> None:
         interpolation="nearest",
     )
     # Tile edges only where tiles are at least ~4 pt apart: denser, they would paint C black.
-    spacing_pt = layout.tile * style.MAX_WIDTH_IN * 72 / 3 / max(layout.m, layout.n)
-    if spacing_pt >= 4:
+    if _spacing_pt(layout) >= 4:
         for s in layout.rows[1:]:
             ax.axhline(s.start, color="black", linewidth=0.4)
         for s in layout.cols[1:]:
@@ -216,9 +220,10 @@ def draw_ragged_tiles(m: int, n: int, k: int, tile: int, coarse: bool = False) -
                     xy, *size, facecolor=colour, edgecolor="black", hatch=hatch, linewidth=0.8
                 )
             )
+    dense = coarse and _spacing_pt(layout) < 4  # edges would paint the panels grey
     for ax, spans_y, spans_x in (
-        (ax_a, layout.rows, layout.k_blocks),
-        (ax_b, layout.k_blocks, layout.cols),
+        (ax_a, layout.rows, layout.k_blocks) if not dense else (ax_a, (), ()),
+        (ax_b, layout.k_blocks, layout.cols) if not dense else (ax_b, (), ()),
     ):
         for s in spans_y[1:]:
             ax.axhline(s.start, color="grey", linewidth=0.5)
