@@ -44,7 +44,7 @@ def above_ceiling_reason(rate: float, ceiling: float, unit: str, name: str = "ce
     """Why a rate is withheld: the figures, and what makes them impossible together."""
     return (
         f"{rate:.4g} {unit} is above {CREDIBLE} x the measured {name} ({ceiling:.4g} {unit}): "
-        "impossible, so one of them was timed while other work slowed the machine"
+        "impossible, other work slowed one of the two"
     )
 
 

@@ -121,7 +121,7 @@ def not_timed(rows: Sequence[Any], ceilings: Ceilings | None = None) -> list[str
     for r in rows:
         over = _over(r, ceilings)
         if over is not None and not set(getattr(r, "flags", []) or []) & set(NOT_CREDITED):
-            lines[f"{r.backend} [{r.problem}]: not credible, not drawn: {over}"] = None
+            lines[f"{r.backend} [{r.problem}]: not drawn, {over}"] = None
             continue
         flags = [NOT_CREDITED[f] for f in (getattr(r, "flags", []) or []) if f in NOT_CREDITED]
         if r.status == "unavailable":
@@ -155,7 +155,7 @@ def above_roof(rows: Sequence[Any], ceilings: Ceilings) -> list[str]:
         roof = _roof(ceilings, intensity)
         if above_ceiling(gflops, roof):
             why = above_ceiling_reason(gflops, roof, "GFLOP/s", f"roof at {intensity:.3g} FLOP/B")
-            out.append(f"{r.backend} [{r.problem}]: not credible, not drawn: {why}")
+            out.append(f"{r.backend} [{r.problem}]: not drawn, {why}")
     return out
 
 
@@ -190,9 +190,8 @@ def ceiling_label(ceilings: Ceilings, compute: bool) -> str:
     value = ceilings.gflops if compute else ceilings.gbps
     prefix = "fma_gflops_" if compute else "copy_gbs_"
     label = f"{'measured peak' if compute else 'copy bandwidth'} {value:.0f} {'GFLOP/s' if compute else 'GB/s'}"
-    return label + (
-        " (moved during the run)" if any(m.startswith(prefix) for m in ceilings.moved) else ""
-    )
+    moved = any(m.startswith(prefix) for m in ceilings.moved)
+    return label + ("\n(moved during the run)" if moved else "")  # two lines: the legend's width
 
 
 PANEL_HEIGHT_IN = 2.7  # one bar panel; the panels are stacked, each the page's full width
@@ -281,7 +280,7 @@ def labels_of(table: ThroughputTable) -> list[str]:
 def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Figure:
     """GEMM in GFLOP/s, bias+GELU and the fusion lesson (GELU) in GB/s, per backend, stacked."""
     kinds = [k for k in UNITS if any(r.kind == k for r in rows)] or ["gemm"]
-    notes = not_timed(rows, ceilings)
+    notes = [line for note in not_timed(rows, ceilings) for line in _fit(note)]
     notes_in = 0.3 + 0.17 * len(notes) if notes else 0.0
     height = PANEL_HEIGHT_IN * len(kinds) + notes_in
     fig, axes = plt.subplots(len(kinds), 1, figsize=(style.MAX_WIDTH_IN, height), squeeze=False)
@@ -296,7 +295,7 @@ def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Fi
         fig.text(
             0.01,
             0.005,
-            "not timed or not credited:\n" + "\n".join(_fit(n) for n in notes),
+            "not timed or not credited:\n" + "\n".join(notes),
             fontsize=style.MIN_FONT_PT,
             va="bottom",
         )
@@ -304,9 +303,12 @@ def draw_throughput(rows: Sequence[Any], ceilings: Ceilings | None = None) -> Fi
     return fig
 
 
-def _fit(line: str, width: int = 150) -> str:
-    """A note cut to one line of the figure (9 pt text, ~150 characters across 9.4 in)."""
-    return line if len(line) <= width else line[: width - 3] + "..."
+def _fit(line: str, width: int = 125) -> list[str]:
+    """A note as lines of the figure (9 pt text, ~125 characters across 9.4 in), each further
+    line indented under the first: a reason is never cut."""
+    import textwrap
+
+    return textwrap.wrap(line, width=width, subsequent_indent="    ") or [""]
 
 
 def _overlaps(box: Any, placed: Sequence[Any]) -> bool:
@@ -375,9 +377,10 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
     sits on another, and the legend stays right of the data.
     """
     points = roofline_points(rows, ceilings)  # in the rows' order: grouped by problem
-    withheld = above_roof(rows, ceilings)  # listed under the key, never drawn
+    # listed under the key, never drawn; then where the ceilings come from
+    notes = [x for n in [*above_roof(rows, ceilings), f"ceilings: {ceilings.how}"] for x in _fit(n)]
     key_rows = -(-len(points) // 2)  # two columns
-    key_in = 0.4 + KEY_LINE_IN * (key_rows + len(withheld))
+    key_in = 0.25 + KEY_LINE_IN * (key_rows + len(notes))
     height = 4.6 + key_in
     fig, ax = plt.subplots(figsize=(style.MAX_WIDTH_IN, height))
     lo = min([p.intensity for p in points] + [0.5]) / 2
@@ -442,8 +445,7 @@ def draw_roofline(rows: Sequence[Any], ceilings: Ceilings) -> Figure:
                 va="top",
                 clip_on=False,
             )
-    ceiling_note = "\n".join(_fit(n) for n in [*withheld, f"ceilings: {ceilings.how}"])
-    fig.text(0.01, 0.005, ceiling_note, fontsize=style.MIN_FONT_PT, va="bottom")
+    fig.text(0.01, 0.005, "\n".join(notes), fontsize=style.MIN_FONT_PT, va="bottom")
     _place_numbers(fig, ax, points, list(range(1, len(points) + 1)))
     return fig
 
