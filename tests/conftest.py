@@ -12,14 +12,23 @@ runs: every test (its setup, the module fixtures built for it, its call and tear
 shared lock on one file, an exclusive test holds it exclusively. A second "turnstile" lock, taken
 briefly before either, keeps the exclusive test from being starved by the next shared ones.
 On one worker (`-n 0`) the lock is uncontended and costs nothing.
+
+A test marked `timing` times something or races a timeout: it must hold on a busy machine (it
+asserts on CPU time, on a ratio measured in the same run, or keeps a budget that load cannot
+spend). `.ci/run` runs them once more with one CPU hog per core beside them; the `cpu_hogs`
+fixture starts such hogs inside a test, and stops them after it whatever happens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import signal
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -69,3 +78,43 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             return (yield)
         finally:
             fcntl.flock(tests, fcntl.LOCK_UN)
+
+
+HOG = "while True:\n    pass\n"  # one busy-looping process: a CPU hog
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@pytest.fixture
+def cpu_hogs() -> Iterator[Callable[[int], int]]:
+    """start(per_core) starts `per_core` busy-looping processes per usable core and returns how
+    many; all of them are killed (by pid) when the test ends, however it ends."""
+    hogs: list[subprocess.Popen] = []
+
+    def start(per_core: int) -> int:
+        if not (isinstance(per_core, int) and per_core > 0):
+            raise ValueError(f"cpu_hogs: per_core must be an int > 0, got {per_core!r}")
+        for _ in range(per_core * _cores()):
+            hogs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", HOG],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    # a session of its own: with the kernel's autogroups (sched_autogroup), hogs
+                    # in the test's session compete with the test only, never with a sandbox
+                    start_new_session=True,
+                )
+            )
+        return len(hogs)
+
+    try:
+        yield start
+    finally:
+        for hog in hogs:
+            with contextlib.suppress(OSError):
+                hog.send_signal(signal.SIGKILL)
+        for hog in hogs:
+            hog.wait()

@@ -221,6 +221,7 @@ def test_identical_lessons_collapse_into_one_line_listing_their_cases(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # races a 0.5 s timeout: CPU time, so it holds under 12 hogs on 2 cores
 def test_timeouts_and_crashes_get_lessons_of_their_own(tmp_path):
     impl = mutant(
         tmp_path,

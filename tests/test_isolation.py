@@ -12,7 +12,7 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -815,6 +815,7 @@ def fused_gelu(x):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_a_call_after_a_restart_gets_its_whole_timeout(shared: Path) -> None:
     """The restart after a hang imports within the call's timeout, and the call then gets its own:
     when both shared one deadline, a 0.3-0.5 s restart left a 0.5 s case almost nothing (CI
@@ -830,3 +831,124 @@ def test_a_call_after_a_restart_gets_its_whole_timeout(shared: Path) -> None:
         reply = box.request(slow, 1.5)  # restart (>= 0.55 s) + 1.0 s: more than 1.5 s in all
         assert reply["status"] == "ok", reply
         assert box.restarts == 1 and time.perf_counter() - start > 1.5
+
+
+# ---- the timeout rule: CPU time, a wall-clock guard for blocking, a crash is a crash ------------
+LOAD_KERNELS = """
+import os, signal, time
+import numpy as np
+from tinytorch.core.tensor import Tensor
+
+def fused_gelu(x):
+    n = x.data.size
+    if n == 1:  # a busy loop
+        while True:
+            pass
+    if n == 2:  # sleeps: almost no CPU
+        time.sleep(60)
+    if n == 3:  # a segfault
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if n == 5:  # two processes busy at once, as two BLAS threads are
+        if os.fork() == 0:
+            while True:
+                pass
+        while True:
+            pass
+    if n == 4:  # a fair amount of work: 0.25 s of its own CPU time
+        start = time.process_time()
+        while time.process_time() - start < 0.25:
+            pass
+    return Tensor(np.zeros(x.data.shape, np.float32))
+"""
+
+
+def _gelu(box: Sandbox, n: int, timeout: float) -> dict:
+    return box.request(
+        {"fn": "fused_gelu", "args": [np.zeros(n, np.float32)], "kwargs": {}}, timeout
+    )
+
+
+@pytest.mark.exclusive
+@pytest.mark.timing
+def test_a_crash_under_a_tiny_budget_on_a_busy_machine_is_a_crash(
+    shared: Path, cpu_hogs: Callable[[int], int]
+) -> None:
+    """Under load the crash once reached the pipe after a 0.5 s wall deadline (its namespace
+    wrappers are slow to notice a dead worker) and was labelled a timeout."""
+    with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
+        assert box.start()["status"] == "ok"
+        cpu_hogs(6)
+        for _ in range(3):
+            reply = _gelu(box, 3, 0.05)
+            assert reply["status"] == "crash", reply
+            assert "SIGSEGV" in reply["error"], reply
+
+
+@pytest.mark.timing
+def test_a_sleeping_child_hits_the_wall_guard_and_says_so(shared: Path) -> None:
+    with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
+        assert box.start()["status"] == "ok"
+        start = time.monotonic()
+        reply = _gelu(box, 2, 0.3)
+        took = time.monotonic() - start
+    assert reply["status"] == "timeout" and reply["limit"] == "blocked", reply
+    assert reply["error"].startswith("blocked: no answer within ")
+    assert "of wall time, using little CPU" in reply["error"]
+    assert reply["cpu_s"] < 0.3 <= reply["wall_s"] <= took
+    assert took < 60  # the guard, not the sleep, ended it
+
+
+@pytest.mark.exclusive
+@pytest.mark.timing
+def test_a_busy_loop_hits_the_cpu_bound_and_says_so(
+    shared: Path, cpu_hogs: Callable[[int], int]
+) -> None:
+    with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
+        assert box.start()["status"] == "ok"
+        cpu_hogs(2)
+        reply = _gelu(box, 1, 0.3)
+    assert reply["status"] == "timeout" and reply["limit"] == "cpu", reply
+    assert reply["error"].startswith("no answer within 0.3 s of CPU time"), reply
+    assert 0.3 <= reply["cpu_s"] <= reply["wall_s"], reply
+
+
+@pytest.mark.exclusive
+@pytest.mark.timing
+def test_a_kernel_within_its_cpu_budget_passes_on_a_busy_machine(
+    shared: Path, cpu_hogs: Callable[[int], int]
+) -> None:
+    """0.25 s of CPU under a 1 s budget, with 6 hogs per core: about 1.75 s of wall time, which
+    a wall-clock timeout called a TIMEOUT."""
+    with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
+        assert box.start()["status"] == "ok"
+        cpu_hogs(6)
+        replies = [_gelu(box, 4, 1.0) for _ in range(3)]
+    assert [r["status"] for r in replies] == ["ok"] * 3, replies
+
+
+def test_the_budget_reads_the_whole_tree_of_a_namespaced_child(shared: Path) -> None:
+    """The meter reads the host's pids of the child's tree (the wrapper, the namespace's init and
+    the worker), so the worker's CPU is seen though it is pid 2 inside its namespace."""
+    from tinytorch.sandbox.parent import Budget
+
+    with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
+        assert box.start()["status"] == "ok"
+        meter = box._meter
+        assert meter is not None and meter.ok and len(meter.pids) >= 2, meter.pids
+        budget = Budget(meter, 10.0)
+        assert _gelu(box, 4, 10.0)["status"] == "ok"
+        budget.over()
+        assert meter.cpu() - budget.cpu0 >= 0.2  # the 0.25 s of CPU the call spent
+
+
+@pytest.mark.exclusive
+@pytest.mark.timing
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to run two at once")
+def test_two_busy_processes_share_the_charge_as_threads_of_one_kernel(shared: Path) -> None:
+    """Two processes of the tree busy at once spend 2 s of CPU per second: charged as one, a
+    1 s budget still means about 1 s of wall time on a quiet machine, not 0.5 s."""
+    with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
+        assert box.start()["status"] == "ok"
+        reply = _gelu(box, 5, 1.0)
+    assert reply["status"] == "timeout" and reply["limit"] == "cpu", reply
+    assert reply["wall_s"] >= 0.8, reply  # summed CPU would have stopped it at 0.5 s

@@ -43,6 +43,26 @@ from tinytorch.sandbox.child.confine import ChildLimits
 from tinytorch.sandbox.child.main import TEXT_CAP
 
 START_TIMEOUT_S = 60.0  # importing numpy + the student's module in a fresh interpreter
+# The timeout rule (one home; every route reaches the child through Sandbox.request). A request's
+# `timeout` is CPU seconds of the child's process tree, not wall time, so that a busy machine
+# never turns a correct kernel into a TIMEOUT. Threads that run at once share the charge (the CPU
+# time is divided by how many of the tree's threads wanted a CPU, at most the cores): two BLAS
+# threads are charged as one thread would be, so that on a quiet machine a budget means the
+# wall-clock seconds it always meant. A separate wall-clock guard catches code that
+# sleeps or blocks: it counts only the time in which no thread of the tree ran or waited to run
+# (read from schedstat), and ends the request at BLOCKED_FACTOR x timeout of it. A last,
+# generous cap on plain wall time (STARVED_FACTOR x timeout + STARVED_EXTRA_S) ends a request
+# the machine starves of CPU altogether. On a quiet machine a busy loop still ends at `timeout`.
+BLOCKED_FACTOR = 2.0
+BLOCKED_FACTOR_NO_SCHEDSTAT = 10.0  # without run-queue figures a starved child looks blocked
+STARVED_FACTOR, STARVED_EXTRA_S = 20.0, 10.0
+# A restart's import gets its call's timeout plus this much, of CPU and of blocked time: a fresh
+# interpreter spends 0.15-0.4 s of CPU importing numpy before it reaches the student's module,
+# and new namespaces and cold files add time off the CPU (about 0.2 s with 6 hogs per core).
+RESTART_EXTRA_S = 1.0
+POLL_S = 0.05  # how often the limits are looked at while the child has not answered
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+CRASH_GRACE_S = 5.0  # a limit that fires as the child's tree is dying waits this long for its end
 # What a child may answer, and the keys each status needs (its consumers read them). The parent's
 # own statuses (timeout, crash, protocol, unloadable) are never accepted from a child.
 CALL_REPLIES = {"ok": ("output",), "raised": ("error",), "not_implemented": ("error",),
@@ -98,6 +118,125 @@ if os.getpid() == 1:
 from tinytorch.sandbox.child.main import worker_main
 worker_main(cfg)
 """
+
+
+# ---- the timeout rule ---------------------------------------------------------------------------
+class Budget:
+    """One request's limits, looked at while the parent waits on the child.
+
+    seconds: the request's timeout, in CPU seconds of the child's tree (`extra` more may be
+    spent, and blocked: a restart's interpreter start-up). The blocked guard and the starved cap
+    derive from it (see BLOCKED_FACTOR). meter None (no /proc: not Linux): plain wall time, as
+    before.
+    `fired` is None, or {"limit": "cpu" | "blocked" | "starved" | "wall", "error": ...,
+    "cpu_s": ..., "wall_s": ...}: which limit ended the request, in words and figures.
+    """
+
+    def __init__(
+        self, meter: procs.TreeMeter | None, seconds: float, *, extra: float = 0.0
+    ) -> None:
+        self.seconds = float(seconds)
+        self.meter = meter if meter is not None and meter.ok else None
+        self.extra = float(extra)
+        self.cpu_limit = self.seconds + self.extra
+        self.start = self._last = time.monotonic()
+        self.cpu0 = self.meter.cpu() if self.meter else 0.0
+        self._active = self._now_active = self.meter.active_ns() if self.meter else None
+        self._cpu_last = self.cpu0
+        self.charged = 0.0  # CPU seconds, divided among the threads that ran at once
+        self.members = set(self.meter.pids) if self.meter else set()  # alive at the start
+        self.fired_at = math.inf
+        self.blocked = 0.0
+        self.flowed = False  # bytes moved since the last look: the child was not blocked
+        self.fired: dict[str, Any] | None = None
+
+    def guard_s(self) -> float:
+        """Seconds of blocked time the request may spend."""
+        plain = self.meter is None or self._active is None
+        factor = BLOCKED_FACTOR_NO_SCHEDSTAT if plain else BLOCKED_FACTOR
+        return max(self.seconds * factor, self.seconds + self.extra)
+
+    def cap_s(self) -> float:
+        return STARVED_FACTOR * self.seconds + STARVED_EXTRA_S
+
+    def wait_s(self) -> float:
+        """How long the next wait for the child may last before the limits are looked at."""
+        if self.meter is None:
+            return max(self.seconds - (time.monotonic() - self.start), 0.0)
+        return POLL_S
+
+    def _look(self) -> tuple[float, float]:
+        """(CPU seconds this request, wall seconds); adds the time since the last look in which
+        no thread of the tree ran or waited to run to `blocked`."""
+        now = time.monotonic()
+        wall = now - self.start
+        if self.meter is None:
+            return wall, wall
+        dt = now - self._last
+        cpu, busy = self._busy()
+        gap = dt - busy
+        if gap > 0.2 * dt and not self.flowed and self.meter.rescan(force=True):
+            cpu, busy = self._busy()  # it looked blocked, but it had started new processes
+            gap = dt - busy
+        if not self.flowed:
+            self.blocked += max(gap, 0.0)
+        self.flowed = False
+        used = max(cpu - self._cpu_last, 0.0)
+        if self._now_active is None:  # no run-queue figures: at most one core's worth
+            self.charged += min(used, dt)
+        else:  # how many threads wanted a CPU at once, on average (at most the cores)
+            self.charged += used / min(max(busy / dt if dt > 0 else 1.0, 1.0), _CORES)
+        self._last, self._cpu_last, self._active = now, cpu, self._now_active
+        return self.charged, wall
+
+    def _busy(self) -> tuple[float, float]:
+        """(the tree's CPU seconds, seconds its threads ran or waited to run since the last
+        look; a thread first seen counts whole, it started since)."""
+        assert self.meter is not None
+        cpu = self.meter.cpu()
+        active = self._now_active = self.meter.active_ns()
+        if active is None or self._active is None:
+            return cpu, max(cpu - self._cpu_last, 0.0)
+        busy = sum(ns - self._active.get(tid, 0) for tid, ns in active.items()) / 1e9
+        return cpu, max(busy, 0.0)
+
+    def over(self) -> bool:
+        """True (and `fired` set) once a limit is reached."""
+        if self.fired is not None:
+            return True
+        cpu, wall = self._look()
+        if self.meter is None:
+            if wall >= self.seconds:
+                self.fired = {"limit": "wall", "error": f"no answer within {self.seconds:g} s"}
+        elif cpu >= self.cpu_limit:
+            self.fired = {
+                "limit": "cpu",
+                "error": f"no answer within {self.cpu_limit:g} s of CPU time"
+                + (f" ({wall:.1f} s of wall time on a busy machine)" if wall > 2 * cpu else ""),
+            }
+        elif self.blocked >= self.guard_s():
+            self.fired = {
+                "limit": "blocked",
+                "error": f"blocked: no answer within {wall:.1f} s of wall time, using little CPU"
+                f" ({cpu:.2f} s; it sleeps or waits on something)",
+            }
+        elif wall >= self.cap_s():
+            self.fired = {
+                "limit": "starved",
+                "error": f"no answer within {wall:.0f} s of wall time, with only {cpu:.2f} s of"
+                " CPU: the machine is too busy to grade on",
+            }
+        if self.fired is not None:
+            self.fired.update(cpu_s=round(cpu, 3), wall_s=round(wall, 3))
+            self.fired_at = time.monotonic()
+        return self.fired is not None
+
+    def looked_long_ago(self) -> bool:
+        return time.monotonic() - self._last >= POLL_S
+
+
+class _Stop(Exception):
+    """A request's Budget ran out while the parent waited on the child."""
 
 
 # ---- parent side: what a reply may hold -------------------------------------------------------
@@ -385,6 +524,8 @@ class Sandbox:
         self._next_id = 0
         self._in_ns = False
         self._uid: int | None = None  # the child's uid after its drop (None: the grader's)
+        self._meter: procs.TreeMeter | None = None  # what the child's tree spends
+        self._budget: Budget | None = None  # the limits of the exchange under way
 
     def __enter__(self) -> Sandbox:  # noqa: PYI034
         return self
@@ -448,6 +589,7 @@ class Sandbox:
             os.close(rep_w)
         procs.LIVE.add(self._proc.pid)
         self._uid = ids[0] if ids else None
+        self._meter = procs.TreeMeter(self._proc.pid, self._token, self._uid)
         rule, rule_why = procs.orphan_rule(self._uid)
         self._layer("orphans", rule is not None, rule_why)
         self._layer("session", True, "own session and process group")
@@ -460,10 +602,20 @@ class Sandbox:
         self._next_id = 0
         if self.info is not None:
             self.restarts += 1
-        wait = START_TIMEOUT_S if timeout is None else max(min(START_TIMEOUT_S, timeout), 0.001)
-        info = self._receive(0, wait, protocol.Limits(header=1 << 20), _load_validator)
+        # The import's limits: START_TIMEOUT_S of CPU; a restart, the call's own timeout (plus
+        # the CPU a fresh interpreter needs before it reaches the student's module).
+        if timeout is None:
+            budget = Budget(self._meter, START_TIMEOUT_S)
+        else:
+            seconds = max(min(START_TIMEOUT_S, timeout), 0.001)
+            budget = Budget(self._meter, seconds, extra=RESTART_EXTRA_S)
+        info = self._receive(0, budget, protocol.Limits(header=1 << 20), _load_validator)
+        if self._meter is not None:  # the whole tree is up now: each request starts from it
+            self._meter.rescan(force=True)
         if info.get("transport"):  # the import itself hung or crashed
-            info = {"status": "import_" + info["status"], "error": info["error"], "functions": {}}
+            limit = {k: info[k] for k in ("limit", "cpu_s", "wall_s") if k in info}
+            info = {"status": "import_" + info["status"], "error": info["error"], "functions": {},
+                    **limit}  # fmt: skip
         for name, (active, why) in (info.pop("layers", None) or {}).items():
             self._layer(str(name), bool(active), str(why))
         if "pdeathsig" in self.isolation and pdeath and prefix:
@@ -473,54 +625,107 @@ class Sandbox:
         return info
 
     # ---- one exchange -------------------------------------------------------------------------
-    def _fail(self, status: str, error: str) -> dict[str, Any]:
+    def _fail(self, status: str, error: str, fired: dict[str, Any] | None = None) -> dict[str, Any]:
         code = None
         if status == "crash" and self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self._proc.wait(5)
             error = _death(code, self._in_ns)
         self.kill()
-        return {"status": status, "error": error, "transport": 1}
+        out = {"status": status, "error": error, "transport": 1}
+        if status == "timeout" and fired:
+            out.update(fired, error=error)
+        return out
+
+    def _dying(self, budget: Budget) -> bool:
+        """The child has exited, or a process of its tree that was alive when the request began
+        has: a crash that has not reached the pipe yet (under load its wrappers take their
+        time to notice), never a timeout."""
+        if self._proc is None or self._proc.poll() is not None:
+            return True
+        return self._meter is not None and self._meter.dying(budget.members)
+
+    def _wait_readable(self, fd: int, budget: Budget) -> None:
+        """Return once `fd` has data or end-of-file; raise _Stop when the budget ran out. A
+        child whose end has begun gets CRASH_GRACE_S to deliver it, so a crash is a crash."""
+        while True:
+            if budget.fired is None:
+                ready, _w, _x = select.select([fd], [], [], budget.wait_s())
+                if ready:
+                    return
+                if not budget.over():
+                    continue
+            if time.monotonic() - budget.fired_at > CRASH_GRACE_S:
+                raise _Stop
+            if select.select([fd], [], [], 0)[0]:
+                return  # it answered (or ended) as the limit fired: read what it sent
+            if not self._dying(budget):
+                raise _Stop
+            select.select([fd], [], [], POLL_S)
+
+    def _read_exact(self, n: int) -> bytes:
+        reader, budget = self._reader, self._budget
+        assert reader is not None and budget is not None
+        buf = bytearray()
+        while len(buf) < n:
+            self._wait_readable(reader.fd, budget)
+            chunk = os.read(reader.fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+            budget.flowed = True
+            if budget.looked_long_ago():  # a reply that trickles is held to the limits too
+                budget.over()
+        return bytes(buf)
 
     def _receive(
-        self, rid: int, timeout: float, limits: protocol.Limits, validate: protocol.Validator
+        self, rid: int, budget: Budget, limits: protocol.Limits, validate: protocol.Validator
     ) -> dict[str, Any]:
-        reader = self._reader
-        if reader is None:
+        if self._reader is None:
             return self._fail("crash", "")
-        reader.deadline = time.monotonic() + timeout
+        self._budget = budget
         try:
-            got_id, reply = protocol.read_frame(reader.read_exact, limits, _checked(validate))
-        except TimeoutError:
-            return self._fail("timeout", f"no answer within {timeout:g} s")
+            got_id, reply = protocol.read_frame(self._read_exact, limits, _checked(validate))
+        except _Stop:
+            if self._dying(budget):
+                return self._fail("crash", "")
+            fired = budget.fired or {}
+            return self._fail("timeout", fired.get("error", "no answer in time"), fired)
         except EOFError:
             return self._fail("crash", "")
         except (protocol.ProtocolError, struct.error, OSError) as exc:
             return self._fail("protocol", f"a malformed reply from the child ({exc})")
+        finally:
+            self._budget = None
         if got_id != rid:
             return self._fail("protocol", f"a reply to request {got_id} while waiting for {rid}")
         return reply
 
-    def _send(self, frame: bytes, deadline: float) -> bool:
+    def _send(self, frame: bytes, budget: Budget) -> bool:
         data = memoryview(frame)
         while data:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if budget.fired is not None:
                 return False
-            _r, ready, _x = select.select([], [self._req_fd], [], left)
+            _r, ready, _x = select.select([], [self._req_fd], [], budget.wait_s())
             if not ready:
-                return False
+                budget.over()
+                continue
             try:
                 data = data[os.write(self._req_fd, data[: 1 << 20]) :]
             except BlockingIOError:
                 continue
             except OSError:  # the child is gone (EPIPE)
                 return False
+            budget.flowed = True
         return True
 
     def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request; the reply, or {"status": "timeout" | "crash" | "protocol", ...}.
 
+        timeout: CPU seconds the child's process tree may spend on it; a request that sleeps or
+        blocks ends on the wall-clock guard (see Budget). A timeout's reply says which limit
+        ended it: "limit" ("cpu", "blocked", "starved"; "wall" where nothing is measured),
+        "cpu_s" and "wall_s". A child that died is a "crash", whatever fired first.
         A call request may carry "out_cap": the most elements its output may have (default:
         generous, from the inputs); it is not sent to the child."""
         loaded = self.info is not None and self.info.get("status") == "ok"
@@ -529,27 +734,31 @@ class Sandbox:
         # by START_TIMEOUT_S, past the per-case timeout and the run's budget. The call then gets
         # its own timeout: a restart takes 0.3-0.5 s here, which a 0.5 s timeout cannot hold both.
         info = self.start(timeout if self.info is not None else None)
-        deadline = time.monotonic() + timeout
         if loaded and info.get("status") != "ok":
             status = str(info.get("status", "crash")).removeprefix("import_")
             status = status if status in ("timeout", "crash", "protocol") else "crash"
             error = f"restarting the child after the last call's end, its import: {info.get('error', '')}"
-            return {"status": status, "error": error, "transport": 1, "restart": 1}
+            limit = {k: info[k] for k in ("limit", "cpu_s", "wall_s") if k in info}
+            return {"status": status, "error": error, "transport": 1, "restart": 1, **limit}
         if info.get("status") != "ok" and ("task" not in req or "import_" in info["status"]):
             return {"status": "unloadable", "error": info.get("error", "")}
         req, limits, validate = expected_reply(req)
         self._next_id += 1
         rid = self._next_id
-        if not self._send(protocol.encode(rid, req), deadline):
-            if self._proc is not None and self._proc.poll() is not None:
+        budget = Budget(self._meter, timeout)
+        if not self._send(protocol.encode(rid, req), budget):
+            if self._dying(budget):
                 return self._fail("crash", "")
-            return self._fail("timeout", f"the child did not take the request within {timeout:g} s")
-        return self._receive(rid, max(deadline - time.monotonic(), 0.001), limits, validate)
+            fired = dict(budget.fired or {})
+            fired["error"] = f"the child did not take the request: {fired.get('error', '')}"
+            return self._fail("timeout", fired["error"], fired)
+        return self._receive(rid, budget, limits, validate)
 
     # ---- stopping -----------------------------------------------------------------------------
     def kill(self) -> None:
         """Kill the child and everything it started, reap them, remove its folder."""
         proc, self._proc = self._proc, None
+        self._meter = None
         if proc is not None:
             procs.kill_tree(proc, self._token, self._uid)
             uids.remove_leftovers(self._uid)  # files its processes left for the next run

@@ -8,6 +8,7 @@ slot's leftovers (see the layers in `tinytorch.sandbox.child.confine`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -204,3 +205,115 @@ def kill_tree(proc: subprocess.Popen, token: str, uid: int | None = None) -> Non
 
 
 _SUBREAPER: tuple[bool, str] | None = None
+
+
+# ---- what a child's tree spends (parent side) --------------------------------------------------
+_TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+RESCAN_S = 0.5  # how often a meter looks for processes the tree started since its last scan
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """utime + stime + cutime + cstime of PID (all its threads, and the children it reaped)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return sum(int(f) for f in fields[11:15])  # stat fields 14-17, after "pid (comm)"
+    except (ValueError, IndexError):
+        return None
+
+
+def _thread_sched(pid: int) -> dict[int, int] | None:
+    """{tid: nanoseconds on a CPU + nanoseconds runnable but waiting for one} over PID's live
+    threads (/proc/PID/task/TID/schedstat), or None where the kernel keeps no schedstat."""
+    out: dict[int, int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            run, wait, _slices = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{tid}"):
+                return None  # the thread is there, its schedstat is not: none in this kernel
+            continue  # the thread has gone
+        except (OSError, ValueError):
+            continue
+        out[int(tid)] = int(run) + int(wait)
+    return out
+
+
+class TreeMeter:
+    """What one sandbox child's process tree has spent, read from the host's /proc.
+
+    The child may live in its own pid namespace (unshare --fork: the Popen pid is the wrapper,
+    pid 1 inside is our init, the worker its child): every pid here is the host's, found as
+    `kill_tree` finds them (session, group, token, adopted orphans, descendants). `cpu()` is the
+    tree's CPU seconds (every thread; children it reaped included, so a forked helper counts);
+    `active_ns()` sums, over the live threads, time on a CPU plus time runnable but waiting for
+    one: the time a busy machine takes from the child, which must never count as the child's
+    sleeping. `ok` is False without /proc (not Linux): nothing is measured there.
+    """
+
+    def __init__(self, root_pid: int, token: str, uid: int | None = None) -> None:
+        self.root_pid, self.token, self.uid = root_pid, token, uid
+        self.ok = LINUX and os.path.isdir(f"/proc/{root_pid}")
+        self.schedstat = self.ok
+        self.pids: set[int] = {root_pid}
+        self._scanned = -math.inf
+        self._peak = 0  # ticks: the most seen (a member reaped outside the tree takes its share)
+
+    def rescan(self, force: bool = False) -> bool:
+        """Look for the tree's processes again (at most every RESCAN_S unless forced); True when
+        one was found that was not known before."""
+        now = time.monotonic()
+        if not (self.ok and (force or now - self._scanned >= RESCAN_S)):
+            return False
+        before = self.pids
+        self.pids = _members(self.root_pid, self.token, self.uid) | {self.root_pid}
+        self._scanned = now
+        return bool(self.pids - before)
+
+    def cpu(self, rescan: bool = True) -> float:
+        """CPU seconds the tree has used since it started (never less than a reading before)."""
+        if not self.ok:
+            return 0.0
+        if rescan:
+            self.rescan()
+        ticks = 0
+        for pid in list(self.pids):
+            got = _cpu_ticks(pid)
+            if got is None:
+                self.pids.discard(pid)
+            else:
+                ticks += got
+        self._peak = max(self._peak, ticks)
+        return self._peak * _TICK_S
+
+    def dying(self, members: set[int]) -> bool:
+        """True when one of `members` (pids seen alive earlier) has exited or is a zombie: the
+        tree is ending (a worker that crashed), though its wrappers may not have noticed yet."""
+        if not self.ok:
+            return False
+        for pid in members:
+            st = _stat(pid)
+            if st is None or st[3] in ("Z", "X"):
+                return True
+        return False
+
+    def active_ns(self) -> dict[int, int] | None:
+        """{tid: CPU + run-queue nanoseconds} over the tree's live threads; None without
+        schedstat (the kernel's CONFIG_SCHED_INFO) or /proc."""
+        if not (self.ok and self.schedstat):
+            return None
+        out: dict[int, int] = {}
+        for pid in list(self.pids):
+            got = _thread_sched(pid)
+            if got is None:
+                self.schedstat = False
+                return None
+            out.update(got)
+        return out
