@@ -224,6 +224,16 @@ def test_the_words_are_plain_sentences_a_student_reads_once() -> None:
             assert ";" not in sentence, sentence
 
 
+def test_ceilings_that_moved_say_so_beside_the_figures_they_set() -> None:
+    result = _result()
+    moved = profiling.Ceilings({1: 90.0, 2: 170.0}, {1: 14.0}, "test", moved=("fma_gflops_2t",))
+    result.ceilings = moved.to_dict()
+    text = " ".join(render_part_b(result).split())
+    assert "measured peak 170 GFLOP/s, copy bandwidth 14.0 GB/s (test). They moved" in text
+    result.ceilings = profiling.Ceilings({1: 90.0}, {1: 14.0}, "test").to_dict()
+    assert "moved" not in render_part_b(result)
+
+
 def test_one_progress_line_per_row_names_the_row_and_its_time_not_an_unchecked_rate() -> None:
     row = _row(G, "numpy", ms=0.52, rate=64.3, samples=12)
     line = progress_line(3, 17, row)
