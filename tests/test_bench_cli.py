@@ -356,6 +356,10 @@ def test_the_fused_row_runs_on_two_threads_like_its_ceiling(monkeypatch):
     assert row["threads"] == 2 and checks[0]["ok"]
     assert fake.threads[:2] == [None, None]  # the correctness check: the default
     assert set(fake.threads[2:]) == {2}  # every timed call
+    assert row["fma 2t"] == pytest.approx(100.0)  # the 2-thread peak, timed in the same rounds
+    report = {"ceilings": {"fma_gflops_2t": 50.0}, "fused": [row]}
+    benchmark._fractions(report)  # over the same-rounds peak, not the block's 50
+    assert row["fused / peak"] == pytest.approx(row["fused"] / 100.0)
 
 
 def test_the_benchmark_times_the_profiling_problems_inputs(monkeypatch):

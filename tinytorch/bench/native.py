@@ -163,7 +163,8 @@ def run(
         ]
         say("fused GEMM+bias+GELU")
         report["fused"] = [
-            _fused_row(n, rounds, report["checks"]) for n in ((256,) if quick else FUSED_SIZES)
+            _fused_row(n, rounds, report["checks"], quick)
+            for n in ((256,) if quick else FUSED_SIZES)
         ]
     finally:
         torch.close()
@@ -280,9 +281,9 @@ def _bias_gelu_row(m: int, n: int, rounds: int, torch: TorchWorker, checks: list
     return row
 
 
-def _fused_row(n: int, rounds: int, checks: list) -> dict[str, Any]:
-    """At THREADS[-1] (2): the fused and unfused GEMMs are compared with the FMA peak measured at
-    that thread count (the ceilings are measured at 1 and 2 threads only).
+def _fused_row(n: int, rounds: int, checks: list, quick: bool = False) -> dict[str, Any]:
+    """At THREADS[-1] (2): the fused and unfused GEMMs are compared with the FMA peak at that
+    thread count, timed in the same rounds (the ceilings are measured at 1 and 2 threads only).
 
     The problem is the two defined ones in a row: profiling.gemm(n), then profiling.bias_gelu
     on its (n, n) output, with their inputs and float64 references."""
@@ -293,6 +294,7 @@ def _fused_row(n: int, rounds: int, checks: list) -> dict[str, Any]:
     checks.append(check(f"gemm+bias+gelu {n} fused", got, ref, gemm_atol(n)))
     c1, c2 = np.empty_like(a), np.empty_like(a)
     t = THREADS[-1]
+    iters = FMA_ITERS_QUICK if quick else FMA_ITERS
 
     def unfused() -> np.ndarray:
         return simd.fused_bias_gelu(simd.matmul(a, b, threads=t, out=c2), bias, threads=t, out=c2)
@@ -302,6 +304,8 @@ def _fused_row(n: int, rounds: int, checks: list) -> dict[str, Any]:
             per_call(lambda: simd.matmul_bias_gelu(a, b, bias, threads=t, out=c1)).median
         ),
         "gemm then bias+gelu": lambda: per_call(unfused).median,
+        # the FMA peak at the same thread count, as seconds for this GEMM, in the same rounds
+        f"fma {t}t": lambda: problem.flops / (simd.fma_peak(threads=t, iters=iters) * 1e9),
     }
     med, load = _timed(fns, rounds)
     row: dict[str, Any] = {"n": n, "threads": t}
@@ -372,7 +376,7 @@ def _fractions(report: dict[str, Any]) -> None:
         add(row, rates, "copy_gbs", "copy", own="copy")
         add(row, [k for k in row if k.startswith("copy") and "/" not in k], "copy_gbs", "copy")
     for row in report.get("fused", []):
-        add(row, ["fused", "gemm then bias+gelu"], "fma_gflops", "peak")
+        add(row, ["fused", "gemm then bias+gelu"], "fma_gflops", "peak", own="fma")
     check = report.get("threads_check") or {}
     add(
         check, [k for k in check if k.startswith(("alone ", "beside torch "))], "fma_gflops", "peak"
