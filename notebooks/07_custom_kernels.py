@@ -1,7 +1,6 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: ipynb,py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -23,7 +22,8 @@
 # the same problems.
 #
 # Run the cells top to bottom. Your code always runs in a child process, so a crash or a hang in it
-# becomes a named result, never a dead notebook.
+# becomes a named result, never a dead notebook. After "Run All", the verdict is at the end:
+# **[jump to the verdict](#The-verdict)**.
 
 # %% tags=["setup"]
 # Setup. On Colab: install TinyTorch when it is not importable (TINYTORCH_PIP is a form field: where
@@ -71,6 +71,7 @@ from tinytorch import milestone07 as m07
 from tinytorch import viz
 from tinytorch.bench.part_b import run_part_b
 from tinytorch.render.json_doc import to_json
+from tinytorch.render.notebook_gate import gate_html
 from tinytorch.render.notebook_record import (
     cases_bundle,
     checks_bundle,
@@ -160,12 +161,11 @@ adjoint = walk("col2im")
 part_a = m07.run_part_a(
     IMPL, seed=None if GRADING else SEED, timeout=TIMEOUT, grading=GRADING, budget=BUDGET
 )
-# the hidden cases (grading mode) join the same diagnosis as in the JSON report
-show(
-    cases_bundle(
-        part_a.cases, stage="gate", compact=True, checks=part_a.checks, hidden=part_a.hidden
-    )
+# the grader's record of the gate; people see only what sections 1 to 4 did not say
+gate = cases_bundle(
+    part_a.cases, stage="gate", compact=True, checks=part_a.checks, hidden=part_a.hidden
 )
+show({**gate, "text/html": gate_html(part_a)})
 show(checks_bundle(part_a.checks))
 drawn = viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected against yours
 
@@ -247,7 +247,7 @@ if part_b is not None:
         plt.show()
 
 # %% [markdown]
-# ## Summary
+# ## The verdict
 #
 # The verdict below is what `tito grade` records: PASS when all 30 cases and every deeper check hold.
 
