@@ -139,6 +139,24 @@ def test_a_zero_output_with_right_gradients_fails_on_the_output() -> None:
     assert check.status == "fail" and check.lesson == bw.LESSONS["output"]
     assert "the output of Im2colConv2dFunction.apply is wrong" in check.detail
     assert check.blame == ["im2col_conv2d"]
+    assert check.names_cause is False  # no cause named: failing cases keep their own lessons
+
+
+def test_a_wrong_output_gets_the_gates_diagnosis_when_one_fits() -> None:
+    """A forward that drops the bias breaks im2col_conv2d's cases too: the check names the cause
+    ('the bias is missing'), so the report leads with it rather than with a generic lesson."""
+
+    class Calls(_Calls):  # right gradients; the output without its bias
+        def call(self, fn: str, args: list, kwargs: dict, **opts: Any) -> dict:
+            reply = super().call(fn, args, kwargs, **opts)
+            if args[2] is not None:
+                reply["output"] = reply["output"] - args[2][None, :, None, None]
+            return reply
+
+    check = bw.backward_check(Calls(lambda x, out, grads: {}), 0)
+    assert check.status == "fail" and check.names_cause is True
+    assert check.lesson.startswith("In Im2colConv2dFunction.forward (what apply returns)")
+    assert "bias is missing" in check.lesson
 
 
 def test_gradients_right_only_on_published_shapes_fail_only_when_grading() -> None:

@@ -22,7 +22,8 @@ import numpy as np
 
 from tinytorch.compare import GEMM_TOL, all_within, compare, within
 from tinytorch.milestone07.calls import StudentCalls, broken_check
-from tinytorch.milestone07.cases import CASES, CONV_FUNCTION
+from tinytorch.milestone07.cases import CASES, CONV_FUNCTION, Case
+from tinytorch.milestone07.diagnose import lesson_for
 from tinytorch.milestone07.references import (
     out_size,
     ref_col2im,
@@ -191,8 +192,7 @@ def backward_check(calls: StudentCalls, seed: int, grading: bool = False) -> Che
         out_ref = ref_conv2d(args[0], args[1], args[2], stride, padding)  # (N, O, oh, ow)
         cmp = compare(reply.get("output"), out_ref, rtol=OUT_TOL[0], atol=OUT_TOL[1])
         if not cmp.ok:
-            detail = f"{where}: the output of {CALL} is wrong: {cmp.detail}"
-            return CheckResult(NAME, "fail", detail, LESSONS["output"], [FN])
+            return _wrong_output(where, args, kwargs, reply.get("output"), cmp)
         grads = list(reply.get("grads") or [None, None, None])
         refs = ref_conv2d_grads(args[0], args[1], with_bias, g, stride, padding)
         for key, got, ref in zip(("x", "weight", "bias"), grads, refs, strict=False):
@@ -215,6 +215,23 @@ def backward_check(calls: StudentCalls, seed: int, grading: bool = False) -> Che
         + (f" ({hidden} of them hidden, drawn from the run's seed)" if hidden else "")
     )
     return CheckResult(NAME, "pass", detail, "", [])
+
+
+def _wrong_output(
+    where: str, args: list[Any], kwargs: dict[str, Any], out: Any, cmp: Any
+) -> CheckResult:
+    """A wrong output of apply, with the gate's own diagnosis of a wrong convolution (a missing
+    bias, an im2col bug, the wrong shape) when one fits: then it names the cause of the failing
+    im2col_conv2d cases too. Otherwise (zeros, noise) the cases keep their own lessons."""
+    detail = f"{where}: the output of {CALL} is wrong: {cmp.detail}"
+    lesson, named = LESSONS["output"], False
+    if isinstance(out, np.ndarray) and out.dtype.kind == "f" and cmp.reason != "dtype":
+        case = Case(f"backward/{where}", FN, where, LESSONS["output"], {}, OUT_TOL[0], OUT_TOL[1])
+        specific = lesson_for(case, args, kwargs, out)
+        if specific != case.lesson:
+            said = specific[:1].lower() + specific[1:]
+            lesson, named = f"In {CONV_FUNCTION}.forward (what apply returns): {said}", True
+    return CheckResult(NAME, "fail", detail, lesson, [FN], names_cause=named)
 
 
 def _failed_reply(calls: StudentCalls, reply: dict[str, Any], where: str) -> CheckResult | None:
