@@ -238,15 +238,16 @@ def test_prairielearn_entry_point_on_a_crash_and_on_no_file(tmp_path: Path, kind
     assert main(argv) == 0
     res = json.loads((tmp_path / "results" / "results.json").read_text())
     validate_prairielearn(res)
-    if kind == "crash":  # graded: every case fails, worth the points file's 2 each
-        assert res["gradable"] is True and res["score"] == pytest.approx(1 / (60 + 7), abs=1e-6)
+    if kind == "crash":  # graded: every case fails, worth the points file's 2 each; "own work"
+        # holds of a file that does no work, so it earns nothing either (the gradebook contract)
+        assert res["gradable"] is True and res["score"] == 0.0
         cases = [t for t in res["tests"] if "/" in t["name"] and t["name"] != "hidden cases"]
         assert len(cases) == 30 and {(t["points"], t["max_points"]) for t in cases} == {(0, 2)}
         assert "crash" in cases[0]["message"].lower() or "SIGSEGV" in cases[0]["message"]
     else:  # nothing to grade: not gradable (no attempt used), and the message says why
-        why = "no acceleration.py, a .py file or a notebook in the folder"
-        assert res["gradable"] is False and res["message"] == f"Not graded: {why}"
-        assert res["format_errors"] == [why]
+        why = res["message"].removeprefix("Not graded: ")
+        assert res["gradable"] is False and why.startswith("no acceleration.py")
+        assert why.endswith("in the folder") and res["format_errors"] == [why]
 
 
 def test_milestone_run_format_prairielearn(tmp_path: Path, capsys) -> None:
@@ -266,7 +267,7 @@ def test_milestone_run_format_prairielearn(tmp_path: Path, capsys) -> None:
 def _doc(**extra) -> dict:
     case = {"name": "tiled_matmul/k1/tile7", "status": "pass", "detail": "ok", "lesson": ""}
     hidden = {
-        "name": "hidden/tiled_matmul/x",
+        "name": "hidden/tiled_matmul/0/20x30x40/tile7",
         "status": "fail",
         "detail": "off by 2",
         "lesson": "L",
@@ -280,18 +281,20 @@ def test_hidden_cases_are_after_due_date_and_withheld_from_the_summary() -> None
     res = gradescope_results(_doc(), Points())
     validate_gradescope(res)
     by_name = {t["name"]: t for t in res["tests"]}
-    assert by_name["hidden/tiled_matmul/x"]["visibility"] == "after_due_date"
+    assert by_name["hidden/tiled_matmul/0/20x30x40/tile7"]["visibility"] == "after_due_date"
     assert by_name["tiled_matmul/k1/tile7"]["visibility"] == "visible"
     assert "off by 2" not in res["output"] and "after the due date" in res["output"]
     assert (res["score"], by_name["deeper check: tiling audit"]["max_score"]) == (1, 2)
     # Gradescope hides the score (1 of 4, the hidden case included) before the due date; the
     # summary shown at once gives neither it nor the verdict: the published points only.
+    # Every item of the assignment is scored (the gradebook contract): the doc's one case and
+    # check among the 30 cases and 7 checks, its one hidden case among the 16.
     first = res["output"].splitlines()[0]
-    assert first.startswith("Milestone 07: published cases and checks 1/3 points")
-    assert "NOT PASSED" not in res["output"] and "/4" not in res["output"]
+    assert first.startswith("Milestone 07: published cases and checks 1/44 points")
+    assert "NOT PASSED" not in res["output"] and "/60" not in res["output"]
     verdict = by_name["verdict (hidden cases included)"]
     assert verdict["visibility"] == "after_due_date" and verdict["max_score"] == 0
-    assert verdict["output"].startswith("Milestone 07: NOT PASSED  (1/4 points)")
+    assert verdict["output"].startswith("Milestone 07: NOT PASSED  (1/60 points)")
     assert "off by 2" in verdict["output"]  # the hidden case's details, after the due date
 
 
@@ -453,3 +456,133 @@ def test_a_symlinked_submission_is_not_graded(tmp_path: Path) -> None:
     got = {s.student: s for s in discover(subs)}
     assert got["alice"].impl is None and "symbolic link" in got["alice"].problem
     assert got["bob"].impl is None and got["carol"].impl == subs / "carol.py"
+
+
+# --------------------------------------------------------------------------------------------
+# The gradebook contract, on every route: CSV (gradebook_row), Gradescope, PrairieLearn and
+# nbgrader (the graded cells). One maximum per assignment whatever happened to the student; no
+# points for a file that does no work.
+# --------------------------------------------------------------------------------------------
+
+
+def _maxima(doc: dict, points: Points) -> dict[str, float]:
+    """The maximum each route gives `doc`."""
+    from tinytorch.classroom.nbgrader_layout import cell_of
+    from tinytorch.classroom.scoring import score_items, total
+    from tinytorch.render.platforms import gradebook_row
+
+    gs = gradescope_results(doc, points)
+    pl = prairielearn_results(doc, points)
+    cells = cell_of(score_items(doc, points))
+    return {
+        "csv": gradebook_row("s", doc, points)["max_score"],
+        "gradescope": sum(t["max_score"] for t in gs["tests"]),
+        "prairielearn": sum(t["max_points"] for t in pl["tests"]),
+        "nbgrader": sum(total(items)[1] for items in cells.values()),
+    }
+
+
+def _scores(doc: dict, points: Points) -> dict[str, float]:
+    from tinytorch.render.platforms import gradebook_row
+
+    return {
+        "csv": gradebook_row("s", doc, points)["score"],
+        "gradescope": gradescope_results(doc, points)["score"],
+        "prairielearn": prairielearn_results(doc, points)["score"],
+    }
+
+
+def _contract_doc(**extra) -> dict:
+    from tinytorch.classroom.runner import error_doc
+
+    return {**error_doc("acceleration.py", "NOT_PASSED", ""), "error": None, **extra}
+
+
+def _syntax_error_doc() -> dict:
+    """What a file that does not compile gives: its cases fail, no check or hidden case runs."""
+    from tinytorch.milestone07.cases import CASES
+
+    cases = [{"name": c.name, "status": "error", "detail": "SyntaxError"} for c in CASES]
+    return _contract_doc(cases=cases)
+
+
+def _untouched_doc() -> dict:
+    """The student edition as released: every case and check incomplete, "own work" holds."""
+    from tinytorch.classroom.scoring import MUTATION_CHECK, OWN_WORK_CHECK, assignment_items
+
+    rows = assignment_items(grading=True)
+    case = [{"name": n, "status": "incomplete"} for k, n in rows if k == "case"]
+    hidden = [{"name": f"{n}/3x4", "status": "incomplete"} for k, n in rows if k == "hidden_case"]
+    checks = [{"name": n, "status": "incomplete"} for k, n in rows if k == "check"]
+    for check in checks:
+        check["status"] = {OWN_WORK_CHECK: "pass", MUTATION_CHECK: "not_run"}.get(
+            check["name"], "incomplete"
+        )
+    return _contract_doc(verdict="INCOMPLETE", cases=case, hidden_cases=hidden, checks=checks)
+
+
+@pytest.mark.parametrize(
+    "what", ["syntax error", "notebook skipped", "grader error", "untouched", "flood"]
+)
+def test_every_route_gives_one_maximum_whatever_happened(what: str) -> None:
+    from tinytorch.classroom.runner import error_doc
+
+    doc = {
+        "syntax error": _syntax_error_doc,
+        "notebook skipped": lambda: error_doc(
+            "a.ipynb", "INCOMPLETE", "a notebook: use --notebook"
+        ),
+        "grader error": lambda: error_doc("a.py", "ERROR", "the grader was stopped after 300 s"),
+        "untouched": _untouched_doc,
+        "flood": lambda: error_doc("a.py", "NOT_PASSED", "the submission flooded the output"),
+    }[what]()
+    assert _maxima(doc, Points()) == dict.fromkeys(("csv", "gradescope", "prairielearn",
+                                                    "nbgrader"), 60)  # fmt: skip
+    custom = Points(case=2, check=0, hidden_case=0, overrides={"tiling audit": 4})
+    assert set(_maxima(doc, custom).values()) == {30 * 2 + 4}
+    validate_gradescope(gradescope_results(doc, Points()))
+    validate_prairielearn(prairielearn_results(doc, Points()))
+
+
+def test_an_untouched_file_scores_nothing_on_every_route() -> None:
+    scores = _scores(_untouched_doc(), Points())
+    assert scores == {"csv": 0, "gradescope": 0, "prairielearn": 0.0}
+    gs = gradescope_results(_untouched_doc(), Points())
+    own = next(t for t in gs["tests"] if t["name"] == "deeper check: own work")
+    assert own["score"] == 0 and "no case passed" in own["output"]
+
+
+def test_own_work_earns_its_points_once_a_case_passes() -> None:
+    doc = _untouched_doc()
+    doc["cases"][0]["status"] = "pass"
+    assert _scores(doc, Points())["csv"] == 1 + 2  # the case and "own work"
+
+
+def test_a_run_that_stopped_early_names_what_it_did_not_reach() -> None:
+    text = gradescope_results(_syntax_error_doc(), Points())["output"]
+    assert "23 items not reached by the run: 0 of their 30 points" in text
+    pl = prairielearn_results(_syntax_error_doc(), Points())
+    assert pl["gradable"] is True and pl["score"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["empty", "untouched"])
+def test_an_empty_or_untouched_file_scores_0_of_60_when_graded(what: str, tmp_path: Path) -> None:
+    """Grading mode, for real: the student edition as released (`tito release 17`) and an empty
+    file; their check names are the assignment's, so scoring and the milestone agree on them."""
+    from tinytorch.classroom.runner import grade_submission
+    from tinytorch.classroom.scoring import assignment_items, load_points
+    from tinytorch.render.platforms import gradebook_row
+
+    if what == "untouched":
+        assert main(["release", "17", "--out", str(tmp_path)]) == 0
+        impl = tmp_path / "acceleration.py"
+    else:
+        impl = tmp_path / "acceleration.py"
+        impl.write_text("")
+    doc, _run = grade_submission(impl, tmp_path / "work")
+    assert doc["verdict"] == "INCOMPLETE"
+    row = gradebook_row("s", doc, load_points(None))
+    assert (row["score"], row["max_score"]) == (0, 60)
+    checks = [n for k, n in assignment_items(grading=True) if k == "check"]
+    assert [c["name"] for c in doc["checks"]] == checks

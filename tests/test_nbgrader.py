@@ -325,3 +325,51 @@ def test_a_notebook_graded_without_the_sandbox_earns_nothing(course, tmp_path):
     assert graded and all(any(o.output_type == "error" for o in c.outputs) for c in graded), (
         "a graded cell ran without raising under nbgrader's own Execute"
     )
+
+
+def _section_blocks(page: Path, heading: str) -> list[str]:
+    """The bash blocks of one `## heading` section of a docs page, in order."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt().parse(page.read_text(encoding="utf-8"))
+    blocks, inside = [], False
+    for i, t in enumerate(tokens):
+        if t.type == "heading_open" and t.tag == "h2":
+            inside = tokens[i + 1].content == heading
+        elif inside and t.type == "fence" and t.info.strip() == "bash":
+            blocks.append(t.content)
+    return blocks
+
+
+@pytest.mark.slow
+def test_the_docs_nbgrader_section_runs_as_written(tmp_path):
+    """docs/instructors.md's nbgrader blocks, in a scratch folder as a grader's (the pip line is
+    what made this environment: checked, not rerun), with the prose's step that submits the
+    instructor's notebook as alice; the export gives alice 60 of 60."""
+    pytest.importorskip("nbgrader", reason="the nbgrader extra: pip install -e '.[nbgrader]'")
+    blocks = _section_blocks(ROOT / "docs" / "instructors.md", "nbgrader")
+    lines = [
+        " ".join(ln.split("#", 1)[0].split())
+        for block in blocks
+        for ln in block.replace("\\\n", " ").splitlines()
+        if ln.strip() and not ln.strip().startswith("#")
+    ]
+    assert lines[0] == ".venv/bin/pip install -e '.[nbgrader]'" and len(lines) == 6
+    course = tmp_path / "grades" / "nbgrader"
+    for line in lines[1:]:
+        if "autograde" in line:  # the prose's step: the instructor's notebook, as alice's
+            sub = course / "assignments" / "submitted" / "alice" / ASSIGNMENT
+            sub.mkdir(parents=True)
+            src = course / "assignments" / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+            shutil.copy(src, sub)
+        cmd = line.replace(".venv/bin/", f"{BIN}/")
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", cmd],
+            cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{line!r}: {done.stderr[-3000:]}"
+    with open(tmp_path / "grades" / "nbgrader.csv", newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert (row["student_id"], float(row["score"]), float(row["max_score"])) == ("alice", 60, 60)
+    feedback = course / "assignments" / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    assert "Milestone 07: PASS" in feedback.read_text(encoding="utf-8")
