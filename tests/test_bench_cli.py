@@ -456,6 +456,14 @@ def test_a_figure_above_its_same_rounds_ceiling_is_withheld_with_the_reason():
     (line,) = [x for x in text.splitlines() if x.strip().startswith("256 |")]
     assert line.split("|")[1].strip() == "withheld" and "143" not in line
     assert "withheld, n=256 c++ 1t: 143 GFLOP/s is above" in text
+    row["c++ 1t / fma 1t"] = 2.08  # a same-rounds ratio past the peak is impossible as well
+    benchmark._credibility(report)
+    assert (
+        row["c++ 1t / fma 1t"] is None
+        and "2.08 x the FMA peak" in row["withheld"]["c++ 1t / fma 1t"]
+    )
+    (line,) = [x for x in bench.render_run(report).splitlines() if x.strip().startswith("256 |")]
+    assert line.split("|")[8].strip() == "withheld"  # the C++ 1t / FMA column
 
 
 def test_a_ceiling_that_cannot_be_one_is_withheld_and_never_printed_as_a_figure():

@@ -410,6 +410,14 @@ def _credibility(report: dict[str, Any]) -> None:
                 bound = row[name] / frac
                 withheld[name] = above_ceiling_reason(row[name], bound, unit, ceiling)
                 row[name] = row[key] = None
+        for t in THREADS:  # a fraction of the same rounds' FMA peak: above 1.2 is impossible too
+            key = f"c++ {t}t / fma {t}t"
+            if row.get(key) is not None and row[key] > CREDIBLE:
+                withheld[key] = (
+                    f"{row[key]:.2f} x the FMA peak timed in the same rounds: impossible beyond "
+                    f"{CREDIBLE}, so other work slowed the peak's samples"
+                )
+                row[key] = None
         scaling = row.get("c++ 2t / 1t")
         if scaling is not None and scaling > CREDIBLE * THREADS[-1] / THREADS[0]:
             withheld["c++ 2t / 1t"] = (

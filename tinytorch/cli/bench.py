@@ -226,7 +226,7 @@ def render_run(report: dict[str, Any]) -> str:
                 _cell(r, f"numpy {t}t", f"numpy {t}t / peak"),
                 _ratio(r.get(f"ratio {t}t")),
             ]
-        cells += [_cell(r, "c++ 2t / 1t"), _ratio(r.get("c++ 1t / fma 1t"))]
+        cells += [_cell(r, "c++ 2t / 1t"), _cell(r, "c++ 1t / fma 1t")]
         if has_torch:
             cells.append(_cell(r, "torch 2t", "torch 2t / peak"))
         rows.append(cells)
