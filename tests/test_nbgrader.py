@@ -91,6 +91,41 @@ def test_the_staged_module_marks_every_solution_cell_exported():
     assert sol.source.startswith("def ")  # the graded notebook itself is not changed
 
 
+@pytest.mark.parametrize("earned", [0.0, 3.0, 8.0])
+def test_nbgrader_reads_each_outcome_as_the_points_earned(earned):
+    """What SandboxGrade writes into a graded cell is what nbgrader's SaveAutoGrades scores."""
+    pytest.importorskip("nbgrader", reason="the nbgrader extra: pip install -e '.[nbgrader]'")
+    from nbgrader.utils import determine_grade
+
+    from tinytorch.classroom.nbgrader_grade import outcome
+
+    cell = nbformat.v4.new_code_cell("graded_in_sandbox('x')")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "points": 8, "grade_id": "x"}
+    cell.outputs = outcome(f"x: {earned:g}/8 points\n  FAIL  a case: " + "long " * 40, earned, 8)
+    assert determine_grade(cell) == (earned, 8.0)
+    kinds = [o.output_type for o in cell.outputs]
+    assert kinds == (["error"] if earned == 0 else ["stream", "execute_result"])
+    text = "\n".join(cell.outputs[0].get("traceback") or [cell.outputs[0].get("text", "")])
+    assert max(len(ln) for ln in text.splitlines()) <= 100  # folded: outputs do not wrap
+
+
+def test_usage_errors_name_the_argument(tmp_path, capsys):
+    from tinytorch.cli.main import main
+
+    assert main(["nbgrader", "autograde", "--course", str(tmp_path)]) == 2
+    assert f"--course {tmp_path}: no nbgrader_config.py" in capsys.readouterr().err
+    assert main(["nbgrader", "init", "--course", str(tmp_path)]) == 0
+    assert main(["nbgrader", "init", "--course", str(tmp_path)]) == 0  # ours, unchanged: kept
+    (tmp_path / "points.toml").write_text("case = -1\n")
+    argv = ["nbgrader", "generate", "--course", str(tmp_path), "--points"]
+    assert main([*argv, str(tmp_path / "points.toml")]) == 2
+    assert "--points" in capsys.readouterr().err
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")  # an instructor's own
+    assert main(["nbgrader", "init", "--course", str(tmp_path)]) == 2
+    assert "is not tito's" in capsys.readouterr().err
+    assert (tmp_path / "nbgrader_config.py").read_text() == "c = get_config()\n"
+
+
 # --------------------------------------------------------------------------------------------
 # slow: the whole course, with the real nbgrader
 # --------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import copy
 import os
 import re
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +87,19 @@ def cell_report(title: str, items: list[Item], doc: dict[str, Any]) -> str:
     return clean("\n".join(lines))
 
 
+def _wrap(text: str, width: int = 100) -> str:
+    """Long lines folded under their own indentation (a notebook's output does not wrap)."""
+    out = []
+    for line in text.splitlines():
+        lead = " " * (len(line) - len(line.lstrip()) + 2)
+        out += textwrap.wrap(line, width, subsequent_indent=lead, break_on_hyphens=False) or [""]
+    return "\n".join(out)
+
+
 def _stream(text: str) -> dict[str, Any]:
     from nbformat.v4 import new_output
 
-    return new_output("stream", name="stdout", text=text + "\n")
+    return new_output("stream", name="stdout", text=_wrap(text) + "\n")
 
 
 def outcome(text: str, earned: float, possible: float) -> list[Any]:
@@ -98,8 +108,9 @@ def outcome(text: str, earned: float, possible: float) -> list[Any]:
     from nbformat.v4 import new_output
 
     if earned <= 0 < possible:
-        head, *rest = text.splitlines()
-        return [new_output("error", ename="NotPassed", evalue=head, traceback=[head, *rest])]
+        head = text.splitlines()[0]
+        lines = _wrap(text).splitlines()
+        return [new_output("error", ename="NotPassed", evalue=head, traceback=lines)]
     result = new_output("execute_result", data={"text/plain": _points(earned)}, execution_count=1)
     return [_stream(text), result]
 
