@@ -1,6 +1,6 @@
 """`tito grade-class` on a synthetic class: seconds per submission, peak memory, scaling.
 
-    python benchmarks/bench_grade_class.py [--sizes 50,200] [--jobs 2]
+    python benchmarks/bench_grade_class.py [--sizes 50,200] [--jobs 2] [--similarity-only]
 
 The class is built here from the bundled reference (tinytorch/perf/acceleration.py) and buggy
 variants of it, each a one-line mutation written below, plus the all-stubs student edition:
@@ -14,6 +14,12 @@ pipeline tito grade-class runs, similarity and report included, and each phase i
 (grading, similarity, report). Goal on a 2-core machine: 200 submissions within 240 s with --jobs 2.
 Napkin math: one milestone run is ~2 s of one core (interpreter + NumPy import ~0.4 s, 30 cases +
 6 checks + hidden cases), so 200 runs on 2 cores are ~200 s if nothing else is running.
+
+--similarity-only times the similarity pass alone (no grading), on the same class, as
+grade_and_report calls it: every file read through the AST, scored pair by pair and function by
+function. Goal: a class of 200 within SIMILARITY_GOAL_S on a 2-core machine. Napkin math: about
+5,000 tokens per file, parsed and printed back statement by statement (~50 ms a file), then
+shingles compared group by group: ~10 s of one core for 200 distinct files.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ MUTATIONS = {  # name -> (exact snippet of the reference, replacement)
     "col2im_overwrite": ("window += c6", "window[...] = c6"),
 }
 MIX = [("correct", 0.40), *((name, 0.12) for name in MUTATIONS), ("stubs", 0.12)]
+SIMILARITY_GOAL_S = 90  # a class of 200, similarity pass alone, 2 cores
 
 
 def variants() -> dict[str, str]:
@@ -85,16 +92,49 @@ def grade(size: int, jobs: int, top: Path) -> dict[str, float]:
     }
 
 
+def similarity_only(size: int, top: Path) -> dict[str, float]:
+    """The similarity pass alone on a class of `size`, as grade_and_report runs it; its seconds
+    (wall and CPU) and its flags by kind."""
+    from tinytorch.classroom.similarity import KINDS, similarity_flags
+
+    subs = top / f"class{size}"
+    mix = build_class(subs, size)
+    sources = {p.stem: p.read_text(encoding="utf-8") for p in sorted(subs.glob("*.py"))}
+    ref = reference_path(17).read_text(encoding="utf-8")
+    start, cpu = time.perf_counter(), time.process_time()
+    flags = similarity_flags(sources, ref, make_student_source(ref))
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(f"  class of {size}: {mix}")
+    return {"seconds": seconds, "cpu": cpu, **{k: sum(f.kind == k for f in flags) for k in KINDS}}
+
+
 def main_bench() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50,200", help="class sizes, comma-separated")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--similarity-only", action="store_true", help="time the similarity pass alone"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     load = os.getloadavg()[0]
     print(f"tito grade-class, --jobs {args.jobs}, Part A only; load average at start {load:.1f} "
           f"on {os.cpu_count()} CPUs (other work on the machine slows every figure)")  # fmt: skip
     figures = {}
+    if args.similarity_only:
+        with tempfile.TemporaryDirectory(prefix="bench-similarity-") as tmp:
+            for size in sizes:
+                f = similarity_only(size, Path(tmp))
+                print(
+                    f"{size:4d} submissions: similarity {f['seconds']:.1f} s wall, {f['cpu']:.1f} s"
+                    f" CPU; flags verbatim {f['verbatim']}, renamed {f['renamed']}, contained "
+                    f"{f['contained']}"
+                )
+                if size == 200:
+                    met = "met" if f["seconds"] <= SIMILARITY_GOAL_S else "NOT met"
+                    print(f"goal similarity of 200 <= {SIMILARITY_GOAL_S} s: {met}")
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
+        return
     with tempfile.TemporaryDirectory(prefix="bench-grade-class-") as tmp:
         for size in sizes:
             f = figures[size] = grade(size, args.jobs, Path(tmp))

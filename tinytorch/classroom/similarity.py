@@ -2,18 +2,20 @@
 the reference.
 
 Normalisation goes through the AST, so the spelling of code does not hide a copy. Line ends (CR,
-CRLF) become LF first. Each statement is parsed (`ast.parse`), bare constants (docstrings, `...`)
-are dropped, and the statement is printed back by `ast.unparse` (one canonical spelling: no
-redundant parentheses, literals by value, so 0x10 and 16 are one token, no formatting, no
-comments) and tokenized: every identifier becomes ID and every string STR; keywords, operators and
-numbers stay. The identifiers themselves are kept beside the stream (Tokens.names), so a flag
-can say whether the names were changed too. Code that does not parse (a helper the child never
-imports, a statement `ast.unparse` cannot print) falls back to Python's `tokenize`, top-level
-block by block, with numbers by value and parentheses around a single name or number dropped, so
-the two paths spell ordinary code alike. At most MAX_TOKENS tokens per file, which padding does
-not spend (LINE_MAX per statement; past FREE_TOKENS a statement shaped like SEEN_MAX before it
-is skipped); a file or block over AST_MAX_BYTES is parsed block by block (memory: about 330 bytes
-per byte of source while a block is parsed).
+CRLF) become LF first. The file is parsed (`ast.parse`, its warnings silenced), bare constants
+(docstrings, `...`) are dropped, and each statement (a compound statement's header alone) is
+printed back by `ast.unparse` in one spelling (numbers by value, so 0x10 and 16 are one token; no
+formatting, no comments) and tokenized by one rule for both paths (_canonical): identifiers ID,
+strings STR, `;` and grouping parentheses dropped (a "(" right after a name, string, ")" or "]"
+is a call's and stays), `elif` as `else: if`. The identifiers themselves are kept beside the
+stream (Tokens.names), so a flag can say whether the names were changed too. Code that does not
+parse falls back to `tokenize` through the same rule: a file that does not parse (a helper the
+child never imports) is parsed top-level block by block and only its broken blocks are
+tokenized; a statement `ast.unparse` cannot print (nested past the recursion limit) is tokenized
+from its lines; a file over AST_MAX_BYTES (padding: Module 17 is about 20 KB) is tokenized
+whole, which bounds the parser's memory (about 330 bytes per byte of source) and time. At most
+MAX_TOKENS tokens per file, which padding does not spend (LINE_MAX per statement; past
+FREE_TOKENS a statement shaped like SEEN_MAX before it is skipped).
 
 The code every student starts from (the student edition of Module 17, `tito release 17`) is
 removed first: every run of MIN_BLOCK tokens whose hashed shingle the starter also holds is not
@@ -26,12 +28,15 @@ tokens the other also holds counts too: code added around a copy does not dilute
 stream was cut at MAX_TOKENS is also read whole (_streamed_hits) against the reference's code.
 
 Per function: every function of FUNC_MIN tokens or more of its own (a solution, not a one-line
-helper; the starter's signatures and docstrings are not its own) is scored on its own, the share
-of its tokens inside runs of MIN_BLOCK tokens that another file holds; a reference function or a
-classmate's function copied whole into a file of other code is flagged though the file as a whole
-is far from the threshold (three reference functions in a classmate's file: 78% of the reference).
-A function is scored against a file only where the file holds enough of its runs to reach the
-threshold (a set intersection), so a class of 200 stays in seconds.
+helper; the starter's signatures and docstrings are not its own) is scored on its own: the share
+of its tokens inside runs of FUNC_BLOCK tokens that another file holds, both read with each name
+written as how far back it was last used in its function (_backrefs: renaming does not hide a
+copy, and NumPy code that only shares the shape of its lines, `ID [ ID : ID + ID ]`, does not
+match). A reference function or a classmate's function copied whole into a file of other code
+is flagged though the file as a whole is far from the threshold (three reference functions in
+a classmate's file: 78% of the reference). A function is scored in full against a file only
+where the file holds enough of its runs to reach the threshold (a set intersection), so a class
+of 200 stays in seconds.
 
 Each flag names its kind: "verbatim" (the same code with the same names, however it is spelled),
 "renamed" (the same code, its names changed) or "contained" (a copy inside other code, as a whole
@@ -596,14 +601,14 @@ class _Names:
         return self.answers[ka, kb]
 
 
-def _alpha(t: Tokens) -> Tokens:
+def _backrefs(t: Tokens) -> Tokens:
     """`t` with each identifier written as how many identifiers back the same name was last used
     in its function (outside functions: in the stretch between them), "new" where it was not, at
     most FAR: a function renamed whole reads the same, and code that only shares the shape of
     its lines (every slice `a[i : i + t]` is `ID [ ID : ID + ID ]`) does not. Local: a line added
     or cut changes only the uses around it. Function by function scoring reads this stream."""
     cache = t.__dict__
-    if "_alpha" not in cache:
+    if "_backrefs" not in cache:
         names = t.names or t.norm
         outer: list[tuple[int, int]] = []  # outermost functions (nested ones are inside them)
         for _n, start, end in sorted(t.funcs, key=lambda f: (f[1], -f[2])):
@@ -620,15 +625,15 @@ def _alpha(t: Tokens) -> Tokens:
                 back = len(norm) - last[name] if name in last else 0
                 norm.append(f"@{min(back, FAR)}" if back else "new")
                 last[name] = len(norm) - 1
-        cache["_alpha"] = Tokens(norm, t.lines, funcs=t.funcs)
-    return cache["_alpha"]
+        cache["_backrefs"] = Tokens(norm, t.lines, funcs=t.funcs)
+    return cache["_backrefs"]
 
 
 def _functions(t: Tokens) -> list[tuple[str, Tokens]]:
-    """`t`'s functions of FUNC_MIN tokens or more, each as its own stream, identifiers numbered
-    within it (_alpha)."""
-    alpha = _alpha(t)
-    return [(name, alpha.part(s, e)) for name, s, e in t.funcs if e - s >= FUNC_MIN]
+    """`t`'s functions of FUNC_MIN tokens or more, each as its own stream, names written as how
+    far back they were last used (_backrefs)."""
+    refs = _backrefs(t)
+    return [(name, refs.part(s, e)) for name, s, e in t.funcs if e - s >= FUNC_MIN]
 
 
 def _copied(
@@ -659,7 +664,7 @@ def _function_pairs(
                 pair = (key, other) if key < other else (other, key)
                 if other == key or pair in done:
                     continue
-                grams = _gramset(_alpha(theirs), FUNC_BLOCK)
+                grams = _gramset(_backrefs(theirs), FUNC_BLOCK)
                 if len(runs & grams) < need:
                     continue
                 if (share := _inside(func, grams, FUNC_BLOCK)) >= threshold:
@@ -716,7 +721,9 @@ def similarity_flags(
             flags += [
                 Flag(m, REFERENCE, got[0], ref_names.kind(own[m], ref, got[1])) for m in members
             ]
-        elif copied := _copied(ref_funcs, _gramset(_alpha(rep), FUNC_BLOCK), reference_threshold):
+        elif copied := _copied(
+            ref_funcs, _gramset(_backrefs(rep), FUNC_BLOCK), reference_threshold
+        ):
             flags += [Flag(m, REFERENCE, copied[0], "contained", copied[1]) for m in members]
     flagged = {f.a for f in flags if f.b == REFERENCE}
     for key, members in groups.items():  # past the cap: the whole file against the reference
