@@ -143,6 +143,14 @@ def test_reference_functions_in_a_classmates_own_file_are_flagged_contained() ->
     assert got["mallory"].a_lines  # the copied regions are marked for the side by side
 
 
+def _line_added_at_the_top(function: str) -> str:
+    """A statement with a new name before the function's first (a name numbered by its first use
+    would shift every number after it)."""
+    lines = function.splitlines(keepends=True)
+    at = ast.parse(function).body[0].body[1].lineno - 1  # after the docstring
+    return "".join([*lines[:at], "    _unused = None\n", *lines[at:]])
+
+
 def test_one_reference_function_is_enough_and_its_disguises_do_not_hide_it() -> None:
     one = _functions(REF, ("col2im",))
     for name, text in {
@@ -150,6 +158,7 @@ def test_one_reference_function_is_enough_and_its_disguises_do_not_hide_it() -> 
         "parens": _names_in_parentheses(one),
         "hex": _hex_literals(one),
         "renamed": _renamed(one),
+        "a line added": _line_added_at_the_top(_renamed(one)),
     }.items():
         cheat = HONEST["alice"].read_text() + "\n\n" + text
         got = _against_reference(_flags({"mallory": cheat}))
