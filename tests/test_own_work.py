@@ -92,7 +92,14 @@ def _own_work(result: object) -> object:
 
 
 # ---- the honest folder submission of the issue -------------------------------------------------
-def test_a_helper_file_written_as_the_hint_says_passes_in_grading_mode(tmp_path: Path) -> None:
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no_namespaces"])
+def test_a_helper_file_written_as_the_hint_says_passes_in_grading_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespaces: bool
+) -> None:
+    if not namespaces:  # the stage is fingerprinted the same way without a mount namespace
+        monkeypatch.setenv(spawn.NAMESPACES_VAR, "0")
+        monkeypatch.setattr(spawn, "_NAMESPACES", None)
+        monkeypatch.setenv("TINYTORCH_TRUSTED_CODE", "1")  # else grading refuses (item 1)
     path = hint_folder(tmp_path / "alice")
     graded = run_part_a(str(path), grading=True)
     own = _own_work(graded)
