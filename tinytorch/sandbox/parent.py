@@ -50,16 +50,18 @@ START_TIMEOUT_S = 60.0  # importing numpy + the student's module in a fresh inte
 # threads are charged as one thread would be, so that on a quiet machine a budget means the
 # wall-clock seconds it always meant. A separate wall-clock guard catches code that
 # sleeps or blocks: it counts only the time in which no thread of the tree ran or waited to run
-# (read from schedstat), and ends the request at BLOCKED_FACTOR x timeout of it. A last,
+# (read from schedstat), and ends the request at BLOCKED_FACTOR x timeout of it. Load adds
+# nothing to that count, so it needs no slack for a busy machine: at 1 x timeout a sleeping
+# kernel times out when it always did, and a restart stays held to its call's time. A last,
 # generous cap on plain wall time (STARVED_FACTOR x timeout + STARVED_EXTRA_S) ends a request
 # the machine starves of CPU altogether. On a quiet machine a busy loop still ends at `timeout`.
-BLOCKED_FACTOR = 2.0
+BLOCKED_FACTOR = 1.0
 BLOCKED_FACTOR_NO_SCHEDSTAT = 10.0  # without run-queue figures a starved child looks blocked
 STARVED_FACTOR, STARVED_EXTRA_S = 20.0, 10.0
-# A restart's import gets its call's timeout plus this much, of CPU and of blocked time: a fresh
-# interpreter spends 0.15-0.4 s of CPU importing numpy before it reaches the student's module,
-# and new namespaces and cold files add time off the CPU (about 0.2 s with 6 hogs per core).
-RESTART_EXTRA_S = 1.0
+# A restart's import gets its call's timeout plus these: a fresh interpreter spends 0.15-0.4 s
+# of CPU importing numpy before it reaches the student's module, and new namespaces and cold
+# files add time off the CPU (about 0.2 s with 6 hogs per core).
+RESTART_CPU_S, RESTART_BLOCKED_S = 1.0, 0.25
 POLL_S = 0.05  # how often the limits are looked at while the child has not answered
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 CRASH_GRACE_S = 5.0  # a limit that fires as the child's tree is dying waits this long for its end
@@ -124,24 +126,32 @@ worker_main(cfg)
 class Budget:
     """One request's limits, looked at while the parent waits on the child.
 
-    seconds: the request's timeout, in CPU seconds of the child's tree (`extra` more may be
-    spent, and blocked: a restart's interpreter start-up). The blocked guard and the starved cap
-    derive from it (see BLOCKED_FACTOR). meter None (no /proc: not Linux): plain wall time, as
+    seconds: the request's timeout, in CPU seconds of the child's tree (`extra_cpu` more may be
+    spent and `extra_blocked` more blocked: a restart's interpreter start-up). The blocked guard
+    and the starved cap derive from it (see BLOCKED_FACTOR). meter None (no /proc: not Linux): plain wall time, as
     before.
     `fired` is None, or {"limit": "cpu" | "blocked" | "starved" | "wall", "error": ...,
     "cpu_s": ..., "wall_s": ...}: which limit ended the request, in words and figures.
     """
 
     def __init__(
-        self, meter: procs.TreeMeter | None, seconds: float, *, extra: float = 0.0
+        self,
+        meter: procs.TreeMeter | None,
+        seconds: float,
+        *,
+        extra_cpu: float = 0.0,
+        extra_blocked: float = 0.0,
     ) -> None:
         self.seconds = float(seconds)
         self.meter = meter if meter is not None and meter.ok else None
-        self.extra = float(extra)
-        self.cpu_limit = self.seconds + self.extra
+        self.extra_blocked = float(extra_blocked)
+        self.cpu_limit = self.seconds + float(extra_cpu)
         self.start = self._last = time.monotonic()
-        self.cpu0 = self.meter.cpu() if self.meter else 0.0
-        self._active = self._now_active = self.meter.active_ns() if self.meter else None
+        self.cpu0 = self.meter.cpu(rescan=False) if self.meter else 0.0
+        # the run-queue baseline is read at the first look (most requests end before one)
+        self._active: dict[int, int] | None = None
+        self._now_active: dict[int, int] | None = None
+        self._first = True
         self._cpu_last = self.cpu0
         self.charged = 0.0  # CPU seconds, divided among the threads that ran at once
         self.members = set(self.meter.pids) if self.meter else set()  # alive at the start
@@ -152,9 +162,9 @@ class Budget:
 
     def guard_s(self) -> float:
         """Seconds of blocked time the request may spend."""
-        plain = self.meter is None or self._active is None
+        plain = self.meter is None or not self.meter.schedstat
         factor = BLOCKED_FACTOR_NO_SCHEDSTAT if plain else BLOCKED_FACTOR
-        return max(self.seconds * factor, self.seconds + self.extra)
+        return self.seconds * factor + self.extra_blocked
 
     def cap_s(self) -> float:
         return STARVED_FACTOR * self.seconds + STARVED_EXTRA_S
@@ -173,9 +183,16 @@ class Budget:
         if self.meter is None:
             return wall, wall
         dt = now - self._last
+        if self._first:  # the baseline: the wait so far counts as busy, the CPU as spent
+            self._first = False
+            cpu = self.meter.cpu()
+            self.charged = max(cpu - self.cpu0, 0.0)
+            self._last, self._cpu_last = now, cpu
+            self._active = self.meter.active_ns()
+            return self.charged, wall
         cpu, busy = self._busy()
         gap = dt - busy
-        if gap > 0.2 * dt and not self.flowed and self.meter.rescan(force=True):
+        if gap > 0.2 * dt and not self.flowed and self.meter.rescan(procs.RESCAN_MIN_S):
             cpu, busy = self._busy()  # it looked blocked, but it had started new processes
             gap = dt - busy
         if not self.flowed:
@@ -608,10 +625,12 @@ class Sandbox:
             budget = Budget(self._meter, START_TIMEOUT_S)
         else:
             seconds = max(min(START_TIMEOUT_S, timeout), 0.001)
-            budget = Budget(self._meter, seconds, extra=RESTART_EXTRA_S)
+            budget = Budget(
+                self._meter, seconds, extra_cpu=RESTART_CPU_S, extra_blocked=RESTART_BLOCKED_S
+            )
         info = self._receive(0, budget, protocol.Limits(header=1 << 20), _load_validator)
         if self._meter is not None:  # the whole tree is up now: each request starts from it
-            self._meter.rescan(force=True)
+            self._meter.rescan(every=0.0)
         if info.get("transport"):  # the import itself hung or crashed
             limit = {k: info[k] for k in ("limit", "cpu_s", "wall_s") if k in info}
             info = {"status": "import_" + info["status"], "error": info["error"], "functions": {},
