@@ -280,6 +280,13 @@ def worker_main(cfg: dict[str, Any]) -> None:
     if blocked:
         ids = None
         layers["uid"] = [False, f"kept: {', '.join(blocked)} cannot be read by the sandbox uid"]
+        if cfg.get("grading") and os.environ.get("TINYTORCH_TRUSTED_CODE") != "1":
+            # fail closed: the parent found isolation possible, but re-exposing Python failed
+            # here; the student's module is never imported with the grader's uid (the load
+            # fails, and its error names the layer)
+            why = f"isolation (uid): {layers.get('mounts', ['', 'no mount namespace'])[1]}"
+            protocol.write_frame(rep_fd, 0, {"status": "import_error", "error": why})
+            os._exit(1)
     keep = [os.path.dirname(cfg["work"]), *cfg["needed"], cfg.get("caller_dir") or ""]
     if cfg.get("ns") and cfg.get("hide"):  # grading: no copy of the reference to read
         files, checkout = cfg["hide"]["files"], cfg["hide"]["checkout"]
