@@ -914,6 +914,8 @@ def test_the_tile_explorer_coarsens_tile_1_at_80_cubed_and_says_so():
     assert max(tiles_cost(80, 80, 80, t, coarse=True) for t in range(1, 65)) <= BUDGET_S
     seen = []
     view = TileExplorer(80, 80, 80, 2)
+    view._learn = lambda *_: None  # at the cost model's speed, whatever this machine's load
+    view.slowdown = 1.0
     draw = view.draw
     view.draw = lambda **kw: seen.append(kw.get("coarse", False)) or draw(**kw)
     assert not view.coarse
@@ -966,3 +968,18 @@ def test_a_conv_failure_caused_by_im2col_order_draws_the_wrong_columns_and_says_
     assert len(first_failures([conv], [layout])) == 2  # tito --plots: a file per failure
     plain = draw_case(conv)  # without the check: the error map alone, as before
     assert len(plain.axes) == 2 and "column" not in plain.axes[0].get_title()
+
+
+def test_a_machine_slower_than_the_cost_model_coarsens_sooner():
+    import time
+
+    from tinytorch.viz.tiles import tiles_cost
+
+    view = TileExplorer(80, 80, 80, 8)
+    draw = view.draw
+    view.draw = lambda **kw: (time.sleep(1.5), draw(**kw))[1]  # a busy machine: 1.5 s more
+    view.sliders["tile"].value = 16
+    assert view.slowdown >= 1.5 / tiles_cost(80, 80, 80, 16)  # learnt from the figure it showed
+    assert tiles_cost(80, 80, 80, 3) * view.slowdown > 3.0 > tiles_cost(80, 80, 80, 3)
+    view.sliders["tile"].value = 3  # drawn in full on a quiet machine, coarse on this one
+    assert view.coarse and "Drawn coarse" in view.status.value

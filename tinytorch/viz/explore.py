@@ -15,13 +15,16 @@ from tinytorch.viz.im2col import draw_im2col, im2col_cost
 from tinytorch.viz.redraw import BUDGET_S, Redraw
 from tinytorch.viz.tiles import draw_ragged_tiles, tiles_cost
 
+COARSE_SAVES = 1.5  # coarsen only a drawing whose coarse form costs at most 1/1.5 of it
+
 
 class _Explorer:
     """Sliders -> draw(**values) -> the Output, through one viz.redraw.Redraw.
 
     A ValueError becomes a message, never a traceback; a redraw overtaken by a newer slider
-    value is dropped; a drawing estimated above redraw.BUDGET_S is drawn coarser (the drawing
-    function's `coarse=True`), and the status line says so.
+    value is dropped; a drawing estimated above redraw.BUDGET_S (the cost model times how much
+    slower the last figure came than it predicted) is drawn coarser (the drawing function's
+    `coarse=True`), and the status line says so.
     """
 
     def __init__(
@@ -38,6 +41,7 @@ class _Explorer:
         self.redraws = 0
         self.error: str | None = None
         self.coarse = False  # the figure on screen was drawn coarse
+        self.slowdown = 1.0  # measured seconds / the cost model's, from the last figure shown
         self.status = w.HTML()
         self.out = w.Output()
         self.out.add_class(f"tt-{name}-out")  # a stable handle for the browser test
@@ -72,10 +76,11 @@ class _Explorer:
         kwargs = self.kwargs()  # read now: a later slider move is a newer request
         gen = self.redraw.begin("drawing...")  # busy until the figure shows
         try:
-            seconds = self.cost(**kwargs)
+            seconds = self.cost(**kwargs) * self.slowdown
+            saves = self.cost(**kwargs) > COARSE_SAVES * self.cost(**kwargs, coarse=True)
         except ValueError:  # a geometry with no output: the drawing names it
-            seconds = 0.0
-        coarse = seconds > BUDGET_S
+            seconds, saves = 0.0, False
+        coarse = seconds > BUDGET_S and saves  # coarse only where it is much cheaper
         note = (
             f"<i>Drawn coarse: the full drawing would take about {seconds:.0f} s"
             f" (more than {BUDGET_S:.0f} s). Smaller sizes show every label.</i>"
@@ -90,6 +95,13 @@ class _Explorer:
         if self.redraw.current(gen):
             self.error = None if shown else _plain(self.status.value)
             self.coarse = coarse and shown
+        if shown and self.redraw.last_seconds is not None:
+            self._learn(self.cost(**kwargs, coarse=coarse), self.redraw.last_seconds)
+
+    def _learn(self, estimated: float, took: float) -> None:
+        """How much slower than the cost model this machine draws now (a busy machine or a slow
+        browser): the next estimate is scaled by it, so a loaded machine coarsens sooner."""
+        self.slowdown = min(max(took / max(estimated, 0.1), 0.5), 20.0)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

@@ -18,6 +18,7 @@ by the caller (or drawn coarser) and says so (see `over_budget`).
 from __future__ import annotations
 
 import html
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,7 @@ class Redraw:
         self.states: list[str] = []  # every status shown, in order
         self.warnings_seen: list[str] = []  # warnings raised while drawing, kept off the console
         self.display: Callable[[Any], None] = _display
+        self.last_seconds: float | None = None  # drawing + showing the last figure shown
 
     @property
     def busy(self) -> bool:
@@ -99,6 +101,7 @@ class Redraw:
             self.dropped += 1
             return False
         before = set(plt.get_fignums())
+        start = time.perf_counter()
         fig = None
         try:
             with self.out, warnings.catch_warnings(record=True) as caught:
@@ -121,6 +124,7 @@ class Redraw:
                 text = status(fig)
                 self.out.clear_output(wait=True)  # replaces, never stacks
                 self.display(fig)
+                self.last_seconds = time.perf_counter() - start
                 self.figures_shown += 1
                 self.shown_generation = gen
                 self.shown_title = figure_title(fig)
