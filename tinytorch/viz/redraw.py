@@ -53,17 +53,14 @@ class Redraw:
         self.warnings_seen: list[str] = []  # warnings raised while drawing, kept off the console
         self.display: Callable[[Any], None] = _display
         self.last_seconds: float | None = None  # drawing + showing the last figure shown
-
-    @property
-    def busy(self) -> bool:
-        """True from a request's start until its figure (or its message) is shown."""
-        return "tt-busy" in self.out._dom_classes
+        self.busy = False  # from a request's start until its figure (or its message) is shown
 
     def begin(self, text: str) -> int:
         """A new request: its generation number. The old figure stays, dimmed, until replaced."""
         self.generation += 1
         self._say(BUSY_STYLE.format(text))
         self.out.add_class("tt-busy")
+        self.busy = True
         return self.generation
 
     def current(self, gen: int) -> bool:
@@ -75,6 +72,7 @@ class Redraw:
 
     def _idle(self) -> None:
         self.out.remove_class("tt-busy")
+        self.busy = False
 
     def message(self, gen: int, text: str) -> bool:
         """End request `gen` with a status line and no figure; False (nothing done) if stale."""
