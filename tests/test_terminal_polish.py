@@ -5,6 +5,7 @@ and no internal references in what a person reads."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -127,27 +128,44 @@ def test_an_unknown_flag_far_from_every_flag_gets_no_guess(
     assert "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err
 
 
+TITO = [sys.executable, "-m", "tinytorch.cli.main"]
+SCRIPT = [sys.executable, str(ROOT / "milestones" / "07_2024_kernels" / "01_custom_kernels.py")]
+
+
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "unbuffered", "status"),
     [
-        ["milestone", "run", "07", "--impl", str(BASE), "--no-part-b"],
-        ["milestone", "run", "07", "--impl", str(BASE), "--part-b-sizes", "quick"],
-        ["milestone", "list"],
+        ([*TITO, "milestone", "run", "07", "--impl", str(BASE), "--no-part-b"], False, 0),
+        (
+            [*TITO, "milestone", "run", "07", "--impl", str(BASE), "--part-b-sizes", "quick"],
+            True,
+            0,
+        ),
+        ([*TITO, "milestone", "list"], False, 0),  # buffered: it meets the pipe at the last flush
+        ([*TITO, "milestone", "list"], True, 141),  # its print meets it: as `cat` would end
+        ([*SCRIPT, "--impl", str(BASE), "--no-part-b"], False, 0),
     ],
+    ids=["run", "run_with_part_b", "list", "list_unbuffered", "script"],
 )
-def test_output_into_a_closed_pipe_ends_quietly(argv: list[str]) -> None:
+def test_output_into_a_closed_pipe_ends_quietly(
+    argv: list[str], unbuffered: bool, status: int
+) -> None:
     """`tito milestone run 07 | head`: the reader is gone before the report is written. No
-    traceback, the exit status still the verdict's, and no Part B for nobody."""
+    traceback, the exit status still the command's own (the verdict's), and no Part B for
+    nobody (the run with Part B takes as long as the one without)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update({"PYTHONUNBUFFERED": "1"} if unbuffered else {})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tinytorch.cli.main", *argv],
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
+        env=env,
     )
     proc.stdout.close()  # the reader leaves before anything is written
     _, err = proc.communicate(timeout=120)
     assert err.decode() == ""
-    assert proc.returncode == (141 if "list" in argv else 0)
+    assert proc.returncode == status
 
 
 USER_FACING_ROOTS = ("tinytorch", "extensions", "milestones", "notebooks")

@@ -43,15 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from tinytorch.render.safe_text import flush_quietly, silence
+
     try:
         code = int(args.func(args) or 0)
-        sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
-        return code
     except BrokenPipeError:  # `tito ... | head`: the reader left; end quietly, as `cat` would
-        from tinytorch.render.safe_text import silence
-
         silence(sys.stdout)
         return EXIT_READER_GONE
+    flush_quietly(sys.stdout)  # what is still buffered; the status stays the command's own
+    return code
 
 
 if __name__ == "__main__":

@@ -470,4 +470,8 @@ def main_run(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    return _run_parsed(args)
+    from tinytorch.render.safe_text import flush_quietly
+
+    code = _run_parsed(args)
+    flush_quietly(sys.stdout)  # now, not at exit: a reader gone (`| head`) prints no traceback
+    return code

@@ -96,3 +96,12 @@ def silence(stream: TextIO) -> None:
         os.dup2(null, fd)
     finally:
         os.close(null)
+
+
+def flush_quietly(stream: TextIO) -> None:
+    """Flush `stream` now, as the end of a command (not at exit, where a reader that went away
+    would print a traceback); a BrokenPipeError silences it instead."""
+    try:
+        stream.flush()
+    except BrokenPipeError:
+        silence(stream)
