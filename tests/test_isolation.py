@@ -952,3 +952,27 @@ def test_two_busy_processes_share_the_charge_as_threads_of_one_kernel(shared: Pa
         reply = _gelu(box, 5, 1.0)
     assert reply["status"] == "timeout" and reply["limit"] == "cpu", reply
     assert reply["wall_s"] >= 0.8, reply  # summed CPU would have stopped it at 0.5 s
+
+
+@pytest.mark.timing
+def test_without_proc_the_timeout_falls_back_to_wall_time(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where nothing of the tree can be read (no /proc: not Linux), the old rule holds: the
+    timeout is wall time, and the reply says so ("wall")."""
+    real_init = procs.TreeMeter.__init__
+
+    def unreadable(self: procs.TreeMeter, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)
+        self.ok = False
+
+    monkeypatch.setattr(procs.TreeMeter, "__init__", unreadable)
+    replies = []
+    for n in (1, 2):  # a busy loop, a sleep: each in a fresh child (a restart takes its time)
+        with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
+            assert box.start()["status"] == "ok"
+            replies.append(_gelu(box, n, 0.3))
+    for reply in replies:
+        assert reply["status"] == "timeout" and reply["limit"] == "wall", reply
+        assert reply["error"] == "no answer within 0.3 s", reply
+        assert 0.3 <= reply["wall_s"] < 5.0, reply
