@@ -26,6 +26,31 @@ AUDIT_PROBLEMS = ((150, 130, 140, 64), (40, 35, 30, 16), (20, 17, 19, 7))  # (M,
 _AUDIT_STREAM = 0x41554454  # "AUDT": grading mode's audit shapes, apart from the data and cases
 LAYOUT_GEOMETRIES = (((2, 3, 7, 9), 3, 2, 1), ((1, 2, 5, 6), 2, 1, 0))  # (x_shape, k, s, p)
 COVERAGE_GEOMETRIES = (((1, 2, 7, 8), 3, 2, 1), ((1, 1, 6, 7), 2, 3, 0))
+_LAYOUT_STREAM, _COVERAGE_STREAM = 0x4C41594F, 0x434F5645  # "LAYO", "COVE"
+Geometry = tuple[tuple[int, int, int, int], int, int, int]  # (x_shape (N, C, H, W), k, stride, pad)
+
+
+def check_geometries(
+    published: tuple[Geometry, ...], seed: int, grading: bool, stream: int
+) -> list[Geometry]:
+    """The published geometries, and in grading mode two more drawn from the secret seed (odd,
+    non-square inputs; stride 2 with padding, where windows overlap; a stride past the kernel,
+    which leaves gaps), in an order drawn from the same seed: a kernel special-cased on the
+    published shapes fails."""
+    if not grading:
+        return list(published)
+    rng = np.random.default_rng([seed, stream])
+    drawn: list[Geometry] = []
+    for k, s, p in ((3, 2, 1), (2, 3, 0)):
+        h, w = (int(v) * 2 + 1 for v in rng.integers(3, 7, size=2))  # 7..13, odd
+        if h == w:
+            w += 2
+        x_shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), h, w)
+        drawn.append((x_shape, k, s, p))
+    out = [*published, *drawn]
+    return [out[i] for i in rng.permutation(len(out))]
+
+
 EXTREMES = np.array(
     [-3e38, -1e10, -1e4, -100, -20, -5, -1e-30, 0, 1e-30, 5, 20, 100, 1e4, 1e10, 3e38],
     dtype=np.float32,
@@ -218,7 +243,8 @@ def im2col_layout(calls: StudentCalls, seed: int, grading: bool = False) -> Chec
 
     lesson = LESSONS["conv"]
     rng = np.random.default_rng([seed, 23])
-    for x_shape, k, s, p in LAYOUT_GEOMETRIES:
+    geometries = check_geometries(LAYOUT_GEOMETRIES, seed, grading, _LAYOUT_STREAM)
+    for x_shape, k, s, p in geometries:
         x = rng.standard_normal(x_shape).astype(np.float32)
         reply = calls.call(fn, [x, k], {"stride": s, "padding": p}, label=f"layout {x_shape}")
         if reply["status"] != "ok":
@@ -249,7 +275,8 @@ def im2col_layout(calls: StudentCalls, seed: int, grading: bool = False) -> Chec
             )
         detail = f"{where}: {got.detail}"  # wrong, but none of the usual bugs: no cause named
         return CheckResult(name, "fail", detail, lesson, [fn], evidence, names_cause=False)
-    return CheckResult(name, "pass", "matches the reference layout on 2 geometries", "", [])
+    said = f"matches the reference layout on {len(geometries)} geometries"
+    return CheckResult(name, "pass", said, "", [])
 
 
 def col2im_coverage(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
@@ -259,7 +286,8 @@ def col2im_coverage(calls: StudentCalls, seed: int, grading: bool = False) -> Ch
         "col2im of all-ones must count the windows covering each pixel: scatter-ADD (+=) each "
         "column back to its window and crop the padding."
     )
-    for x_shape, k, s, p in COVERAGE_GEOMETRIES:
+    geometries = check_geometries(COVERAGE_GEOMETRIES, seed, grading, _COVERAGE_STREAM)
+    for x_shape, k, s, p in geometries:
         n, c, h, w = x_shape
         rows = n * out_size(h, k, s, p) * out_size(w, k, s, p)
         ones = np.ones((rows, c * k * k), dtype=np.float32)
@@ -271,7 +299,8 @@ def col2im_coverage(calls: StudentCalls, seed: int, grading: bool = False) -> Ch
         if not got.ok:
             detail = f"x {x_shape}, k={k}, stride={s}, padding={p}: {got.detail}"
             return CheckResult(name, "fail", detail, lesson, [fn])
-    return CheckResult(name, "pass", "counts match on 2 geometries (overlaps and gaps)", "", [])
+    said = f"counts match on {len(geometries)} geometries (overlaps and gaps)"
+    return CheckResult(name, "pass", said, "", [])
 
 
 def gelu_extremes(calls: StudentCalls, seed: int, grading: bool = False) -> CheckResult:
