@@ -69,16 +69,18 @@ def test_a_file_that_does_not_import_is_one_root_cause_and_no_part_b(
     assert "Part B" not in out
 
 
-@pytest.mark.parametrize("holds", [(), ("acceleration.py", "acceleration.ipynb")])
-def test_a_folder_without_exactly_one_module_17_file_is_a_usage_error(
+@pytest.mark.parametrize("holds", [(), ("notes.py",), ("a.py", "b.py")])
+def test_a_folder_the_file_rule_names_nothing_in_is_a_usage_error(
     holds: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """No acceleration.py or .ipynb, and not exactly one file defining the graded functions."""
     for name in holds:
-        (tmp_path / name).write_text("")
+        (tmp_path / name).write_text("def tiled_matmul(a, b): ...\n" if len(holds) > 1 else "")
     assert _tito("run", "07", "--impl", str(tmp_path), "--no-part-b") == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1
     assert "acceleration.py" in captured.err
+    assert all(name in captured.err for name in holds)  # the candidates are listed
 
 
 def test_a_folder_with_one_module_17_file_grades_it(
@@ -221,3 +223,18 @@ def test_part_b_flags_a_wrong_native_kernel_as_mismatch(monkeypatch: pytest.Monk
     for row in (gemm, gelu):
         assert row["status"] == "mismatch" and row["ms"] is None
         assert "bug in the bundled kernel" in row["detail"]
+
+
+def test_a_load_error_never_points_into_the_graders_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: '... (at exports.py:173)', a line of the grader's own code, ended the message."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1  # no #| export cell")]
+    path = tmp_path / "acceleration.ipynb"
+    nbformat.write(nb, str(path))
+    assert _tito("run", "07", "--impl", str(path), "--no-part-b") == 1
+    out = capsys.readouterr().out
+    assert "export" in out and ".py:" not in out, out

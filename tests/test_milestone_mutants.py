@@ -200,7 +200,7 @@ ONE_BUG_LAYOUT = {
     "off_by_one_tile_end": (6, 20),
     "assign_not_accumulate": (6, 20),
     "gelu_wrong_constant": (6, 20),
-    "im2col_column_order": (10, 30),
+    "im2col_column_order": (10, 29),
     "col2im_assigns": (10, 29),
 }
 FIRST_LESSON_BY, LINES_AT_MOST = 15, 60
