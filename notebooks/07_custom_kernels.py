@@ -236,7 +236,7 @@ from tinytorch.profiling import Ceilings
 
 native = viz.native.native_status()
 show(text_bundle(viz.native.native_status_text(native)))
-part_b = None if PART_B == "off" else run_part_b(IMPL, sizes=PART_B, part_a=part_a)
+part_b = None if PART_B == "off" else run_part_b(IMPL, sizes=PART_B, part_a=part_a, progress=print)
 if part_b is not None:
     show(text_bundle(render_part_b(part_b)))  # wraps between words, never inside one
     ceilings = Ceilings.from_dict(part_b.ceilings) if part_b.ceilings else None

@@ -292,7 +292,9 @@ def _graded(
     if part_b and not gone and a.verdict != "ERROR" and a.load_error is None:
         print("\nPart B: timing (context only, a few seconds)...", file=out, flush=True)
         try:
-            b = run_part_b(impl, sizes=sizes, part_a=a)
+            b = run_part_b(
+                impl, sizes=sizes, part_a=a, progress=lambda line: print(line, file=out, flush=True)
+            )
         except Exception as exc:  # noqa: BLE001 (context only: the verdict stands)
             a.warnings.append(f"Part B failed inside the grader: {type(exc).__name__}: {exc}")
             print(f"Part B failed inside the grader: {type(exc).__name__}: {exc}", file=out)

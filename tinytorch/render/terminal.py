@@ -311,26 +311,6 @@ def _footer(result: PartAResult, diag: Diagnosis, verbose: bool) -> str:
     return "\n".join(lines)
 
 
-FLAG_TEXT = {
-    "incorrect": "incorrect: not credited",
-    "not_credible": "not credible: not credited",
-    "noisy": "noisy: rerun",
-}
-UNIT = {"gemm": "GFLOP/s", "bias_gelu": "GB/s", "gelu": "GB/s"}
-
-
-def _num(value: float | None, width: int, digits: int) -> str:
-    return f"{value:{width}.{digits}f}" if value is not None else "-".rjust(width)
-
-
-def _passes(passes: float) -> str:
-    """A time in passes over memory; under one pass cannot happen (a kernel must read and write
-    the array once), so it is marked, never printed as a fact."""
-    if passes >= 1.0:
-        return f"as long as {passes:5.1f} passes"
-    return f"as long as < 1 pass: impossible ({passes:.1f} measured): rerun on a quiet machine"
-
-
 def render_grade_lines(result: dict) -> list[str]:
     """`tito grade`'s summary below its headline, from its report dict (cases, checks and the
     JSON diagnosis): the root causes and their fixes first, then each failing case and check,
@@ -361,72 +341,8 @@ def render_grade_lines(result: dict) -> list[str]:
 
 
 def render_part_b(result: PartBResult) -> str:
-    """The Part B table: one block per problem with the timed backends (rate, spread, load, flags),
-    then each backend that was not timed, once, with its full reason; warnings last."""
-    from tinytorch.bench.tasks import reference_passes  # tasks imports the registry: not at top
+    """The Part B table, as tinytorch/bench/report.py writes it (one home for Part B's text: each
+    description under its row, what a busy machine leaves standing, withheld figures)."""
+    from tinytorch.bench.report import part_b_text
 
-    lines = [
-        "Part B, context (never the verdict): the same problems on other kernels",
-        "rate from the median; spread = (q3 - q1) / median of the samples; load = cores other",
-        "processes kept busy meanwhile. Student kernels run alone, on rotated inputs, checked every call.",
-        "",
-    ]
-    ceil = result.ceilings
-    if ceil:
-        lines.append(
-            f"this machine: measured peak {ceil['fma_gflops']:.0f} GFLOP/s, "
-            f"copy bandwidth {ceil['copy_gbs']:.1f} GB/s ({ceil.get('how', '')})"
-        )
-        lines.append("")
-    width = max((len(r.backend) for r in result.rows), default=10) + 2
-    problem = None
-    untimed: dict[tuple[str, str], None] = {}  # (backend, reason), each listed once
-    for r in result.rows:
-        if r.status == "unavailable":
-            untimed[(r.backend, r.detail)] = None
-            continue
-        if r.problem != problem:
-            problem = r.problem
-            head = f"{'median ms':>10} {'best ms':>9} {UNIT[r.kind]:>8} {'spread':>6} {'load':>5}"
-            lines.append(f"{problem:<{width + 2}}{head}")
-        credited = not ({"incorrect", "not_credible"} & set(r.flags))
-        shown = (r.gflops if r.kind == "gemm" else r.gbps) if credited else None
-        notes = [FLAG_TEXT[f] for f in r.flags]
-        if r.status != "ok":
-            notes.insert(0, r.status)
-        cells = (
-            f"{_num(r.ms, 10, 2)} {_num(r.min_ms, 9, 2)} {_num(shown, 8, 1)} "
-            f"{_num(r.spread, 6, 2)} {_num(r.load, 5, 1)}"
-        )
-        note = f"[{', '.join(notes)}] " if notes else ""
-        lines.append(f"  {r.backend:<{width}}{cells}  {note}{r.detail}")
-    lines.append("")
-    fusion = [r for r in result.rows if r.kind == "gelu" and r.gbps and r.ms and r.pass_ms]
-    if fusion:
-        lines += _wrap(
-            "fusion: each GELU pass reads and writes the whole array; each row's time in passes, "
-            "a pass being a copy of the array timed between that row's own samples (the same "
-            "rounds; C++ copies with its kernel's threads)",
-            0,
-        )
-        lines += [
-            f"  {r.backend:<{width}}{_passes(r.ms / r.pass_ms)}  (a pass: {r.pass_ms:.2f} ms)"
-            for r in fusion
-        ]
-        lines += _wrap(f"for comparison, {reference_passes()}", 2)
-        lines.append("")
-    lines.append("backends")
-    listed = set()
-    for b in result.backends:
-        name = b.get("name", "?")
-        listed.add(name)
-        mark = "yes" if b.get("available") else "no "
-        lines.append(f"  {name:<{width}}{mark}  {b.get('reason', '')}")
-    rest = [(name, why) for name, why in untimed if name not in listed]
-    if rest:
-        lines.append("not timed")
-        lines += [f"  {name:<{width}}{why}" for name, why in rest]
-    for w in result.warnings:
-        lines += _wrap(f"WARNING: {w}", indent=0)
-    lines.append(f"({result.seconds:.1f} s)")
-    return clean("\n".join(lines))  # student text never reaches a terminal raw
+    return part_b_text(result)
