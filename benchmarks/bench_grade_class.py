@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from tinytorch.classroom.classgrade import grade_and_report
-from tinytorch.classroom.scoring import load_points
+from tinytorch.milestone07.scoring import load_points
 from tinytorch.release import make_student_source, reference_path
 
 MUTATIONS = {  # name -> (exact snippet of the reference, replacement)

@@ -16,9 +16,9 @@ import pytest
 
 from tinytorch.classroom.autograder import run_zip_locally
 from tinytorch.classroom.platform_schemas import validate_gradescope, validate_prairielearn
-from tinytorch.classroom.scoring import Points
 from tinytorch.cli.main import main
 from tinytorch.milestone07.cases import hidden_cases
+from tinytorch.milestone07.scoring import Points
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -468,7 +468,7 @@ def test_a_symlinked_submission_is_not_graded(tmp_path: Path) -> None:
 def _maxima(doc: dict, points: Points) -> dict[str, float]:
     """The maximum each route gives `doc`."""
     from tinytorch.classroom.nbgrader_layout import cell_of
-    from tinytorch.classroom.scoring import score_items, total
+    from tinytorch.milestone07.scoring import score_items, total
     from tinytorch.render.platforms import gradebook_row
 
     gs = gradescope_results(doc, points)
@@ -508,7 +508,7 @@ def _syntax_error_doc() -> dict:
 
 def _untouched_doc() -> dict:
     """The student edition as released: every case and check incomplete, "own work" holds."""
-    from tinytorch.classroom.scoring import MUTATION_CHECK, OWN_WORK_CHECK, assignment_items
+    from tinytorch.milestone07.scoring import MUTATION_CHECK, OWN_WORK_CHECK, assignment_items
 
     rows = assignment_items(grading=True)
     case = [{"name": n, "status": "incomplete"} for k, n in rows if k == "case"]
@@ -571,7 +571,7 @@ def test_an_empty_or_untouched_file_scores_0_of_60_when_graded(what: str, tmp_pa
     """Grading mode, for real: the student edition as released (`tito release 17`) and an empty
     file; their check names are the assignment's, so scoring and the milestone agree on them."""
     from tinytorch.classroom.runner import grade_submission
-    from tinytorch.classroom.scoring import assignment_items, load_points
+    from tinytorch.milestone07.scoring import assignment_items, load_points
     from tinytorch.render.platforms import gradebook_row
 
     if what == "untouched":

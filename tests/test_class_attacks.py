@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tinytorch.classroom.classgrade import grade_and_report, grade_class
-from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.similarity import REFERENCE
+from tinytorch.milestone07.scoring import Points
 from tinytorch.release import reference_path
 
 pytestmark = pytest.mark.slow

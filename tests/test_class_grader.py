@@ -16,10 +16,10 @@ import pytest
 
 from tinytorch.classroom.classgrade import Tally, grade_class
 from tinytorch.classroom.runner import run_tree
-from tinytorch.classroom.scoring import load_points
 from tinytorch.classroom.similarity import REFERENCE, similarity_flags
 from tinytorch.cli.main import main
 from tinytorch.milestone07.cases import hidden_cases
+from tinytorch.milestone07.scoring import load_points
 from tinytorch.release import make_student_source, reference_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +87,10 @@ def _rows(out: Path) -> dict[str, dict[str, str]]:
         return {r["student"]: r for r in csv.DictReader(fh)}
 
 
+# One maximum per assignment, whatever happened: an empty notebook (frank), a folder with nothing
+# to grade (mia) and a syntax error (liam) are scored out of every item, and score 0.
+FRANK = ""
+MIA = "no acceleration.py, acceleration.ipynb or other .py or .ipynb file in the folder"
 # Every column but seconds, for every student (derived by hand: bob drops every case whose K is
 # not a multiple of the tile: 15 of the 18 matmul cases, and all 6 hidden matmul cases, whose K
 # never is (the other hidden cases, im2col's 2 included, pass); 1 point per case, 2 per check, 0 per hidden case). Grading mode has 6 deeper checks
@@ -106,14 +110,14 @@ EXPECTED = {
         44,
         "",
     ),  # plain NumPy conv: backward fails
-    "carol": ("NOT_PASSED", 0, 30, 1, 7, 0, HIDDEN_CASES, 2, 44, ""),
-    "dave": ("NOT_PASSED", 0, 30, 1, 7, 0, HIDDEN_CASES, 2, 44, ""),
-    "erin": ("INCOMPLETE", 0, 30, 1, 7, 0, HIDDEN_CASES, 2, 44, ""),
-    "frank": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, 0, 0, "a notebook: grade notebooks with --notebook"),
+    "carol": ("NOT_PASSED", 0, 30, 1, 7, 0, HIDDEN_CASES, 0, 44, ""),
+    "dave": ("NOT_PASSED", 0, 30, 1, 7, 0, HIDDEN_CASES, 0, 44, ""),
+    "erin": ("INCOMPLETE", 0, 30, 1, 7, 0, HIDDEN_CASES, 0, 44, ""),
+    "frank": ("NOT_PASSED", 0, 30, 0, 7, 0, HIDDEN_CASES, 0, 44, FRANK),
     "grace": ("NOT_PASSED", 15, 30, 6, 7, HIDDEN_CASES - 6, HIDDEN_CASES, 27, 44, ""),
     "heidi": ("PASS", 30, 30, 7, 7, HIDDEN_CASES, HIDDEN_CASES, 44, 44, ""),
-    "liam": ("NOT_PASSED", 0, 30, 0, 0, 0, 0, 0, 30, ""),  # a syntax error: nothing loads
-    "mia": ("INCOMPLETE", 0, 0, 0, 0, 0, 0, 0, 0, "no acceleration.py in the folder"),
+    "liam": ("NOT_PASSED", 0, 30, 0, 7, 0, HIDDEN_CASES, 0, 44, ""),  # a syntax error
+    "mia": ("INCOMPLETE", 0, 30, 0, 7, 0, HIDDEN_CASES, 0, 44, MIA),
 }
 _COLS = ("verdict", "cases_passed", "cases_total", "checks_passed", "checks_total",
          "hidden_passed", "hidden_total", "score", "max_score", "error")  # fmt: skip
@@ -459,7 +463,7 @@ def test_a_run_killed_at_the_wall_timeout_is_a_named_error_row(tmp_path: Path) -
     assert run.killed == "timeout" and doc["verdict"] == "ERROR"
     row = gradebook_row("sleeper", doc, load_points(None))
     assert row["error"] == "the grader was stopped after 2 s (the whole run, not one case)"
-    assert (row["score"], row["max_score"]) == (0, 0)
+    assert (row["score"], row["max_score"]) == (0, 60)  # one maximum per assignment
 
 
 def test_the_gflops_figure_with_part_b(tmp_path: Path) -> None:

@@ -115,3 +115,15 @@ def test_gradescope_grades_the_notebook_not_the_test_script(tmp_path: Path) -> N
     doc, _how = grade_platform_submission(folder)
     assert doc["graded_file"] == "acceleration.ipynb"
     assert doc["verdict"] == "PASS", doc.get("error")
+
+
+def test_every_output_names_the_graded_file() -> None:
+    """The gradebook row and the platforms' text say which file was graded."""
+    from tinytorch.milestone07.scoring import Points
+    from tinytorch.render.platforms import gradebook_row, gradescope_results, prairielearn_results
+
+    doc = {"verdict": "INCOMPLETE", "graded_file": "sub/acceleration.ipynb", "cases": [],
+           "checks": [], "hidden_cases": [], "missing": [], "error": ""}  # fmt: skip
+    assert gradebook_row("alice", doc, Points())["graded_file"] == "sub/acceleration.ipynb"
+    assert "graded file: sub/acceleration.ipynb" in gradescope_results(doc, Points())["output"]
+    assert "graded file: sub/acceleration.ipynb" in prairielearn_results(doc, Points())["output"]

@@ -19,7 +19,7 @@ import pytest
 from tinytorch.classroom.nbgrader_assignment import module_chunks, source_notebook
 from tinytorch.classroom.nbgrader_cell import graded_in_sandbox
 from tinytorch.classroom.nbgrader_layout import ASSIGNMENT, cell_of, cell_points, graded_cells
-from tinytorch.classroom.scoring import Item, Points, assignment_items, load_points
+from tinytorch.milestone07.scoring import Item, Points, assignment_items, load_points
 
 nbformat = pytest.importorskip("nbformat")
 ROOT = Path(__file__).resolve().parents[1]

@@ -535,7 +535,7 @@ def test_escape_sequences_never_reach_the_terminal_or_the_json(tmp_path: Path) -
 
 
 def test_gradebook_and_class_report_text_is_clean() -> None:
-    from tinytorch.classroom.scoring import Points
+    from tinytorch.milestone07.scoring import Points
     from tinytorch.render.class_html import _esc
     from tinytorch.render.platforms import gradebook_row
 
@@ -690,7 +690,7 @@ def test_a_failing_similarity_pass_still_writes_the_gradebook_and_report(
 ) -> None:
     """Whatever similarity meets, the grades are written first and the report says it failed."""
     from tinytorch.classroom import classgrade, similarity
-    from tinytorch.classroom.scoring import Points
+    from tinytorch.milestone07.scoring import Points
 
     def broken(*args: object, **kwargs: object) -> list:
         raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")

@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from tinytorch.classroom.classgrade import grade_and_report, grade_class
-from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.submissions import discover
+from tinytorch.milestone07.scoring import Points
 
 COURSE = Path(__file__).parent / "course" / "course_module.py"  # an honest Module 17
 

@@ -30,8 +30,8 @@ from typing import Any
 import psutil
 
 from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
-from tinytorch.classroom.scoring import Points, load_points
 from tinytorch.classroom.submissions import snapshot
+from tinytorch.milestone07.scoring import Points, load_points
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
 from tinytorch.render.safe_text import clean_tree
 from tinytorch.sandbox import spawn, stage

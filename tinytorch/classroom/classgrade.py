@@ -48,9 +48,9 @@ from typing import Any
 
 from tinytorch.classroom.cpugroups import CpuGroups
 from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, grade_submission
-from tinytorch.classroom.scoring import Points
 from tinytorch.classroom.similarity import normalise
 from tinytorch.classroom.submissions import Submission, discover, source_text
+from tinytorch.milestone07.scoring import Points
 from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.render.safe_text import clean_tree
 from tinytorch.sandbox import spawn, stage, uids

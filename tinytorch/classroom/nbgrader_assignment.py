@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytorch.classroom.nbgrader_layout import ASSIGNMENT, REPORT_ID, cell_points, graded_cells
-from tinytorch.classroom.scoring import DEFAULT_POINTS, Points
+from tinytorch.milestone07.scoring import DEFAULT_POINTS, Points
 
 COURSE_ID = "tinytorch"
 ROOT = "assignments"  # the course directory, relative to the folder holding nbgrader_config.py
@@ -212,7 +212,7 @@ def _cell_what(kind: str, n: int) -> str:
 def source_notebook(reference: str, points: Points) -> dict[str, Any]:
     """The source assignment's notebook (nbformat 4, as a dict) from the reference's text."""
     from tinytorch.classroom.nbgrader_layout import cell_of
-    from tinytorch.classroom.scoring import Item, assignment_items
+    from tinytorch.milestone07.scoring import Item, assignment_items
 
     cells = [_markdown(INTRO)]
     for i, (name, text) in enumerate(module_chunks(reference)):

@@ -35,7 +35,7 @@ from traitlets import Float, Unicode
 
 from tinytorch.classroom.nbgrader_layout import REPORT_ID, cell_of, graded_cells
 from tinytorch.classroom.runner import WALL_TIMEOUT_S, grade_submission
-from tinytorch.classroom.scoring import Item, load_points, score_items, total
+from tinytorch.milestone07.scoring import Item, load_points, score_items, total
 from tinytorch.render.platforms import diagnosis_shown, item_text, summary_text
 from tinytorch.render.safe_text import clean
 

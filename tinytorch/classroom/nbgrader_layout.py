@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinytorch.classroom.scoring import Item, Points, assignment_items
+from tinytorch.milestone07.scoring import Item, Points, assignment_items
 
 ASSIGNMENT = "07_custom_kernels"  # the nbgrader assignment and its notebook's name
 REPORT_ID = "report"  # the locked, ungraded cell that shows the whole lesson-first report

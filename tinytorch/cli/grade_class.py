@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from tinytorch.classroom.classgrade import Tally, grade_and_report, usable_cpus
-    from tinytorch.classroom.scoring import load_points
+    from tinytorch.milestone07.scoring import load_points
     from tinytorch.sandbox.spawn import TRUST_VAR, grading_refusal, trusted, visible_to_child
 
     if args.trusted_code:

@@ -181,7 +181,7 @@ def run_milestone(
     impl = folder_impl(impl)[0]
     points = None
     if fmt == "prairielearn":  # read before any grading: a bad points file is a usage error
-        from tinytorch.classroom.scoring import load_points
+        from tinytorch.milestone07.scoring import load_points
 
         try:
             points = load_points(points_file)

@@ -60,7 +60,7 @@ def _init(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from tinytorch.classroom.nbgrader_assignment import write_source
     from tinytorch.classroom.nbgrader_layout import ASSIGNMENT
-    from tinytorch.classroom.scoring import load_points
+    from tinytorch.milestone07.scoring import load_points
 
     try:
         points = load_points(args.points)

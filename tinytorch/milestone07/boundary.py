@@ -46,7 +46,7 @@ LATE_IMPORTS = (  # Part A, in either output format (measured: the test lists wh
     "tinytorch.render.resultfile",
     "tinytorch.render.json_doc",
     "tinytorch.render.terminal",
-    "tinytorch.classroom.scoring",
+    "tinytorch.milestone07.scoring",
 )
 PART_B_IMPORTS = (  # only where Part B follows Part A (triton_kernels alone costs ~0.3 s)
     "tinytorch.bench.tasks",

@@ -158,6 +158,7 @@ def to_json(a: PartAResult, b: PartBResult | None, env: dict | None = None) -> d
         "milestone": "07",
         "verdict": a.verdict,
         "impl": a.impl,
+        "graded_file": a.impl.replace("\\", "/").rsplit("/", 1)[-1] if a.impl else "",
         "seed": a.seed,
         "timeout_s": a.timeout,
         "seconds": a.seconds,

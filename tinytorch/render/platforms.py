@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinytorch.classroom.scoring import Item, Points, graded, score_items, total
 from tinytorch.milestone07.diagnose import Diagnosis
+from tinytorch.milestone07.scoring import Item, Points, graded, score_items, total
 from tinytorch.render.safe_text import clean
 from tinytorch.render.terminal import render_lessons, render_root_causes
 
 GRADEBOOK_COLUMNS = (
     "student", "verdict", "cases_passed", "cases_total", "checks_passed", "checks_total",
-    "hidden_passed", "hidden_total", "score", "max_score", "seconds", "error",
+    "hidden_passed", "hidden_total", "score", "max_score", "seconds", "error", "graded_file",
 )  # fmt: skip
 LEADERBOARD_PROBLEM = "gemm 1024x1024x1024"
 _TITLES = {"case": "case", "check": "deeper check", "hidden_case": "hidden case"}
@@ -48,7 +48,14 @@ def gradebook_row(student: str, doc: dict[str, Any], points: Points) -> dict[str
         "max_score": _points(possible),
         "seconds": round(float(seconds or 0.0), 1),
         "error": clean(str(doc.get("error") or "")),
+        "graded_file": clean(graded_file(doc)),
     }
+
+
+def graded_file(doc: dict[str, Any]) -> str:
+    """The file the result is for, as the student handed it in ("" when none was graded)."""
+    named = doc.get("graded_file") or ""
+    return str(named) if named else ""
 
 
 def tiled_matmul_gflops(doc: dict[str, Any], problem: str = LEADERBOARD_PROBLEM) -> float | None:
@@ -96,6 +103,8 @@ def summary_text(
             "after the due date"
         )
         lines = [first]
+    if graded_file(doc):
+        lines.append(f"graded file: {graded_file(doc)}")
     if doc.get("error"):
         lines.append(f"Not graded: {doc['error']}")
     for kind in ("case", "check"):
