@@ -873,13 +873,16 @@ def _gelu(box: Sandbox, n: int, timeout: float) -> dict:
 def test_a_crash_under_a_tiny_budget_on_a_busy_machine_is_a_crash(
     shared: Path, cpu_hogs: Callable[[int], int]
 ) -> None:
-    """Under load the crash once reached the pipe after a 0.5 s wall deadline (its namespace
-    wrappers are slow to notice a dead worker) and was labelled a timeout."""
+    """The budget of test_timeouts_and_crashes_get_lessons_of_their_own, 0.5 s: under load a
+    crash was labelled a timeout, "no answer within 0.5 s", because the restart after it (a
+    fresh interpreter importing NumPy: 1.7-1.9 s of wall time with 6 hogs per core) had to fit
+    in the call's 0.5 s of wall time, and a dead worker reaches the pipe only once its namespace
+    wrappers have noticed. Each crash here after the first follows such a restart."""
     with Sandbox(_write(shared, "load_kernels", LOAD_KERNELS)) as box:
         assert box.start()["status"] == "ok"
         cpu_hogs(6)
         for _ in range(3):
-            reply = _gelu(box, 3, 0.05)
+            reply = _gelu(box, 3, 0.5)
             assert reply["status"] == "crash", reply
             assert "SIGSEGV" in reply["error"], reply
 

@@ -141,10 +141,12 @@ class Budget:
         *,
         extra_cpu: float = 0.0,
         extra_blocked: float = 0.0,
+        rescan_every: float = procs.RESCAN_MIN_S,
     ) -> None:
         self.seconds = float(seconds)
         self.meter = meter if meter is not None and meter.ok else None
         self.extra_blocked = float(extra_blocked)
+        self.rescan_every = rescan_every  # how often a look that seems blocked scans /proc
         self.cpu_limit = self.seconds + float(extra_cpu)
         self.start = self._last = time.monotonic()
         self.cpu0 = self.meter.cpu(rescan=False) if self.meter else 0.0
@@ -176,8 +178,8 @@ class Budget:
         return POLL_S
 
     def _look(self) -> tuple[float, float]:
-        """(CPU seconds this request, wall seconds); adds the time since the last look in which
-        no thread of the tree ran or waited to run to `blocked`."""
+        """(CPU seconds charged to this request, wall seconds); adds to `blocked` the time since
+        the last look in which no thread of the tree ran or waited to run."""
         now = time.monotonic()
         wall = now - self.start
         if self.meter is None:
@@ -190,32 +192,35 @@ class Budget:
             self._last, self._cpu_last = now, cpu
             self._active = self.meter.active_ns()
             return self.charged, wall
-        cpu, busy = self._busy()
-        gap = dt - busy
-        if gap > 0.2 * dt and not self.flowed and self.meter.rescan(procs.RESCAN_MIN_S):
-            cpu, busy = self._busy()  # it looked blocked, but it had started new processes
-            gap = dt - busy
+        cpu, busy, born = self._busy()
+        if dt - busy > 0.2 * dt and not self.flowed and self.meter.rescan(self.rescan_every):
+            cpu, busy, born = self._busy()  # it looked blocked, but it had started processes
         if not self.flowed:
-            self.blocked += max(gap, 0.0)
+            self.blocked += max(dt - busy, 0.0)
+        # A thread first seen now ran (or waited) in looks that took it for blocked: give that
+        # time back (a process the tree started is found at the next scan, not at its fork).
+        self.blocked = max(self.blocked - born, 0.0)
         self.flowed = False
         used = max(cpu - self._cpu_last, 0.0)
         if self._now_active is None:  # no run-queue figures: at most one core's worth
             self.charged += min(used, dt)
         else:  # how many threads wanted a CPU at once, on average (at most the cores)
-            self.charged += used / min(max(busy / dt if dt > 0 else 1.0, 1.0), _CORES)
+            wanting = (busy + born) / dt if dt > 0 else 1.0
+            self.charged += used / min(max(wanting, 1.0), _CORES)
         self._last, self._cpu_last, self._active = now, cpu, self._now_active
         return self.charged, wall
 
-    def _busy(self) -> tuple[float, float]:
-        """(the tree's CPU seconds, seconds its threads ran or waited to run since the last
-        look; a thread first seen counts whole, it started since)."""
+    def _busy(self) -> tuple[float, float, float]:
+        """(the tree's CPU seconds, seconds its known threads ran or waited to run since the
+        last look, seconds the threads first seen now ran or waited to run in all)."""
         assert self.meter is not None
         cpu = self.meter.cpu()
         active = self._now_active = self.meter.active_ns()
         if active is None or self._active is None:
-            return cpu, max(cpu - self._cpu_last, 0.0)
-        busy = sum(ns - self._active.get(tid, 0) for tid, ns in active.items()) / 1e9
-        return cpu, max(busy, 0.0)
+            return cpu, max(cpu - self._cpu_last, 0.0), 0.0
+        known = sum(ns - self._active[t] for t, ns in active.items() if t in self._active)
+        born = sum(ns for t, ns in active.items() if t not in self._active)
+        return cpu, max(known / 1e9, 0.0), born / 1e9
 
     def over(self) -> bool:
         """True (and `fired` set) once a limit is reached."""
@@ -622,11 +627,15 @@ class Sandbox:
         # The import's limits: START_TIMEOUT_S of CPU; a restart, the call's own timeout (plus
         # the CPU a fresh interpreter needs before it reaches the student's module).
         if timeout is None:
-            budget = Budget(self._meter, START_TIMEOUT_S)
+            budget = Budget(self._meter, START_TIMEOUT_S, rescan_every=0.0)
         else:
             seconds = max(min(START_TIMEOUT_S, timeout), 0.001)
             budget = Budget(
-                self._meter, seconds, extra_cpu=RESTART_CPU_S, extra_blocked=RESTART_BLOCKED_S
+                self._meter,
+                seconds,
+                extra_cpu=RESTART_CPU_S,
+                extra_blocked=RESTART_BLOCKED_S,
+                rescan_every=0.0,  # the tree is being born: every look scans
             )
         info = self._receive(0, budget, protocol.Limits(header=1 << 20), _load_validator)
         if self._meter is not None:  # the whole tree is up now: each request starts from it
