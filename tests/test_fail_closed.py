@@ -214,7 +214,7 @@ def test_grade_class_keeps_classmates_results_from_other_users(tmp_path: Path) -
     (subs / "mia").mkdir()
     (subs / "mia" / "notes.txt").write_text("no code")
     grade_class(subs, tmp_path / "out", jobs=1)
-    for name in ("results", "logs"):
+    for name in ("", "results", "logs"):  # the gradebook and report too (red-teaming read them)
         assert (tmp_path / "out" / name).stat().st_mode & 0o077 == 0
 
 
@@ -228,3 +228,31 @@ def test_tito_grade_refuses_a_link_in_grading_mode(
     link.symlink_to(BASE)
     assert main(["grade", "--impl", str(link)]) == 2
     assert "symbolic link" in capsys.readouterr().err
+
+
+def test_root_with_only_a_user_namespace_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red-teaming: root without CAP_SYS_ADMIN fell back to `unshare --user --map-root-user`,
+    whose child kept root's uid and capabilities, wrote a .pth into site-packages and forged a
+    classmate's PASS."""
+    monkeypatch.setattr(uids, "sandbox_ids", lambda: (1_700_000_001, 1_700_000_001))
+    monkeypatch.setattr(
+        spawn, "namespace_prefix", lambda: (["unshare", "--user", "--map-root-user"], "user ns")
+    )
+    why = spawn.isolation_problem()
+    assert why and "user namespace" in why and spawn.NAMESPACES_VAR in why
+
+
+def test_a_sandbox_uid_pinned_to_root_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(uids, "sandbox_ids", lambda: (0, 0))
+    why = spawn.isolation_problem()
+    assert why and "pinned to 0" in why
+
+
+def test_a_class_folder_on_the_graders_import_path_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Red-teaming: PYTHONPATH=the class folder kept it whole in every child's view."""
+    monkeypatch.setattr(spawn, "needed_paths", lambda package_dir: [str(tmp_path)])
+    (tmp_path / "subs").mkdir()
+    why = spawn.visible_to_child(tmp_path / "subs")
+    assert why and "import path" in why

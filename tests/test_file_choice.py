@@ -127,3 +127,45 @@ def test_every_output_names_the_graded_file() -> None:
     assert gradebook_row("alice", doc, Points())["graded_file"] == "sub/acceleration.ipynb"
     assert "graded file: sub/acceleration.ipynb" in gradescope_results(doc, Points())["output"]
     assert "graded file: sub/acceleration.ipynb" in prairielearn_results(doc, Points())["output"]
+
+
+def test_a_students_file_never_stops_the_choice() -> None:
+    """Red-teaming: a 45-byte notebook (a number as a cell's source) raised TypeError and stopped
+    the whole class run; deep nesting raised RecursionError."""
+    hostile = {
+        "a.ipynb": '{"cells":[{"cell_type":"code","source":[1]}]}',
+        "b.ipynb": "[" * 200_000,
+        "c.py": "(" * 200_000,
+        "d.ipynb": '{"cells": 7}',
+    }
+    chosen, why = _chosen(hostile)
+    assert chosen is None and "a.ipynb" in why
+
+
+def test_honest_spellings_define_their_names() -> None:
+    """A UTF-8 BOM, definitions under a top-level try or if, and tuple assignments."""
+    ref = REFERENCE.read_text()
+    bom = "\ufeff" + ref
+    assert _chosen({"mine.py": bom, "notes.py": "x = 1\n"})[0] == "mine.py"
+    guarded = (
+        "try:\n    import numba\nexcept ImportError:\n    def tiled_matmul(a, b):\n        pass\n"
+    )
+    assert "tiled_matmul" in choose.defined_names("g.py", guarded.encode())
+    assert {"fused_gelu", "im2col"} <= choose.defined_names("t.py", b"fused_gelu, im2col = f, g\n")
+
+
+def test_a_scratch_notebooks_unexported_cells_define_nothing() -> None:
+    """Only #| export cells run, so only they can make a notebook a candidate."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("def fused_gelu(x):\n    return x")]
+    files = {"kernels.py": REFERENCE.read_text(), "scratch.ipynb": nbformat.writes(nb)}
+    assert _chosen(files) == ("kernels.py", "")
+
+
+def test_a_refused_course_file_is_never_replaced_by_an_older_one(tmp_path: Path) -> None:
+    """Red-teaming: a 5 MB acceleration.py was skipped and old/acceleration.py graded instead."""
+    folder = _folder(tmp_path / "erin", {"old/acceleration.py": REFERENCE.read_text()})
+    (folder / "acceleration.py").write_bytes(b"#" * (stage.MAX_FILE_BYTES + 1))
+    (sub,) = discover(tmp_path)
+    assert isinstance(sub.staged, str) and "too large" in sub.staged
+    assert folder_impl(str(folder))[1] and "too large" in folder_impl(str(folder))[1]

@@ -29,6 +29,7 @@ from typing import Any
 
 import psutil
 
+from tinytorch.classroom.choose import REFUSED
 from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.submissions import snapshot
 from tinytorch.milestone07.scoring import Points, load_points
@@ -165,8 +166,9 @@ def grade_platform_submission(
     # holding the chosen file travels with it (a helper module beside it still imports), and the
     # sandbox hands its own copy of them to the student's uid.
     staged = snapshot(folder)
-    if isinstance(staged, str):
-        return error_doc(folder.name, "INCOMPLETE", staged), ""
+    if isinstance(staged, str):  # the rule's file refused (too large, ...) or no file at all
+        verdict = "NOT_PASSED" if staged.startswith(REFUSED) else "INCOMPLETE"
+        return error_doc(folder.name, verdict, staged), ""
     impl = folder / (staged.chosen or "")
     how = who_grades()
     private = Path(tempfile.mkdtemp(prefix="tinytorch-grade-"))

@@ -20,6 +20,7 @@ from collections.abc import Collection
 
 from tinytorch.milestone07.cases import CONV_FUNCTION, FUNCTIONS
 from tinytorch.sandbox import stage
+from tinytorch.sandbox.child.exports import is_exported_cell
 
 PREFERRED = ("acceleration.py", "acceleration.ipynb")  # in this order, at the same depth
 SUFFIXES = (".py", ".ipynb")
@@ -32,37 +33,69 @@ def _depth(rel: str) -> int:
 
 
 def _code_of(rel: str, blob: bytes) -> list[str]:
-    """The Python sources of a file: a .py whole, or each code cell of a notebook."""
-    text = blob.decode("utf-8", errors="replace")
+    """The Python sources that run of a file: a .py whole (a UTF-8 BOM dropped, as import does),
+    or a notebook's exported code cells (only those run); [] for what cannot be read as either."""
+    text = blob.decode("utf-8-sig", errors="replace")
     if not rel.endswith(".ipynb"):
         return [text]
-    try:
+    try:  # any malformed or hostile JSON (a number as a cell's source, deep nesting) is none
         cells = json.loads(text).get("cells", [])
-    except (ValueError, AttributeError):
-        return []
-    out = []
-    for cell in cells if isinstance(cells, list) else []:
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+        out = []
+        for cell in cells if isinstance(cells, list) else []:
+            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+                continue
             src = cell.get("source", "")
-            out.append("".join(src) if isinstance(src, list) else str(src))
+            src = "".join(p for p in src if isinstance(p, str)) if isinstance(src, list) else src
+            if isinstance(src, str) and is_exported_cell(src):
+                out.append(src)
+        return out
+    except Exception:  # noqa: BLE001 - a student's file never stops the choice
+        return []
+
+
+def _bound(target: ast.expr) -> list[str]:
+    """The names an assignment target binds (`a`, `a, b = ...`, `[a, *b] = ...`)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for t in target.elts for n in _bound(t)]
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    return []
+
+
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The module's statements, those inside a top-level if / try / with / for included (a
+    `try: import numba ... except: def tiled_matmul...` still defines it)."""
+    out, todo = [], list(body)
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.AsyncWith, ast.AsyncFor)):
+            todo += [*node.body, *node.orelse] if hasattr(node, "orelse") else node.body
+        elif isinstance(node, ast.Try):
+            todo += [*node.body, *node.orelse, *node.finalbody]
+            todo += [s for h in node.handlers for s in h.body]
     return out
 
 
 def defined_names(rel: str, blob: bytes) -> set[str]:
-    """The names the top level of a .py (or of a notebook's code cells) defines (def, class,
-    assignment; imports are not definitions); a cell or file that does not parse defines nothing."""
+    """The names the top level of a .py (or of a notebook's exported cells) defines: def, class,
+    assignment, inside a top-level if / try / with too; an import is not a definition. A cell or
+    file that does not parse defines nothing."""
     names: set[str] = set()
     for source in _code_of(rel, blob):
         try:
             tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        except Exception:  # noqa: BLE001, S112 - SyntaxError, ValueError, RecursionError: none
             continue
-        for node in tree.body:
+        for node in _top_level(tree.body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names.update(t.id for t in targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.Assign):
+                names.update(n for t in node.targets for n in _bound(t))
+            elif isinstance(node, ast.AnnAssign):
+                names.update(_bound(node.target))
     return names
 
 
@@ -103,6 +136,21 @@ def choose(staged: stage.Staged, names: Collection[str] = GRADED_NAMES) -> tuple
     return None, f"no {PREFERRED[0]}, {PREFERRED[1]} or other .py or .ipynb file in the folder"
 
 
+REFUSED = "not graded: "  # the start of submission()'s answer when the rule's file was refused
+
+
+def _refused_course_file(staged: stage.Staged, chosen: str | None) -> str | None:
+    """Why an acceleration.py or .ipynb that the rule would prefer to `chosen` was not staged
+    (it sits no deeper: a 5 MB acceleration.py beside old/acceleration.py), else None."""
+    for why in staged.skipped:
+        rel = why.split(": ", 1)[0]
+        if rel.rsplit("/", 1)[-1] not in PREFERRED:
+            continue
+        if chosen is None or _depth(rel) <= _depth(chosen):
+            return why
+    return None
+
+
 def keep_candidates(entry: stage.Entry) -> bool:
     """What a folder submission stages: its .py and .ipynb files, at any depth within the caps."""
     return entry.name.endswith(SUFFIXES)
@@ -112,9 +160,11 @@ def submission(staged: stage.Staged, names: Collection[str] = GRADED_NAMES) -> s
     """The chosen file's part of a staged folder, re-rooted at the chosen file's folder: the file
     and the `.py` files beside it (its helpers, which it may import); a str says why none."""
     chosen, why = choose(staged, names)
+    refused = _refused_course_file(staged, chosen)
+    if refused:  # the rule's own file, refused (too large, a FIFO): never an older file instead
+        return f"{REFUSED}{refused}"
     if chosen is None:
-        refused = [w for w in staged.skipped if w.split(":", 1)[0].rsplit("/", 1)[-1] in PREFERRED]
-        return f"not graded: {refused[0]}" if refused else why
+        return why
     folder, _, name = chosen.rpartition("/")
     prefix = f"{folder}/" if folder else ""
     blobs = {

@@ -251,6 +251,8 @@ def grade_class(
     subs = discover(submissions, skipped=skipped, hard_links=set(inside))
     out = Path(out)
     results, logs, work = out / "results", out / "logs", out / ".work"
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o700)  # the gradebook and the class report (classmates' code): nobody else's
     for d in (results, logs):  # classmates' results and logs: no student's process reads them
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         d.chmod(0o700)

@@ -13,6 +13,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinytorch.classroom.choose import REFUSED, keep_candidates, submission
 from tinytorch.sandbox import stage
 
 MAX_ID = 128  # results/<id>.json, logs/<id>.side-by-side.log and their temporary names stay
@@ -28,7 +29,8 @@ class Submission:
     entry: Path
     impl: Path | None  # None: nothing gradeable was found (see `problem`)
     problem: str = ""
-    staged: stage.Staged | None = None  # a folder's files, read once when it was resolved
+    # a folder's files, read once when it was resolved; a str: its graded file was refused (why)
+    staged: stage.Staged | str | None = None
 
     @property
     def kind(self) -> str:
@@ -61,8 +63,6 @@ def snapshot(folder: Path, hard_links: stage.Links = False) -> stage.Staged | st
     """A folder submission read once (stage.collect: regular files only, no link followed, within
     the caps): its .py and .ipynb files, reduced to the chosen file and the .py files beside it
     (choose.submission); a str says why nothing is graded."""
-    from tinytorch.classroom.choose import keep_candidates, submission
-
     try:
         found = stage.collect(folder, keep=keep_candidates, hard_links=hard_links)
     except stage.StageError as exc:
@@ -82,6 +82,8 @@ def resolve_entry(
         return None
     if stat.S_ISDIR(st.st_mode):
         staged = snapshot(entry, hard_links)
+        if isinstance(staged, str) and staged.startswith(REFUSED):  # graded as refused: NOT PASSED
+            return Submission(entry.name, entry, entry, staged=staged.removeprefix(REFUSED))
         if isinstance(staged, str):
             return Submission(entry.name, entry, None, staged)
         return Submission(entry.name, entry, entry / (staged.chosen or ""), staged=staged)

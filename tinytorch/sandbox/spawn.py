@@ -224,7 +224,21 @@ def isolation_problem(needed: list[str] | None = None) -> str | None:
 
     needed = needed if needed is not None else needed_paths(package_dirs()[0])
     prefix, ns_why = namespace_prefix()
-    if sandbox_ids() is None:
+    ids = sandbox_ids()
+    if ids is not None and (ids[0] == 0 or ids[1] == 0):
+        return (
+            "isolation (uid): the sandbox uid or gid is pinned to 0 (TINYTORCH_SANDBOX_UID/_GID), "
+            "so the student's code would run as root. Fix: unset them"
+        )
+    if ids is not None and prefix and "--user" in prefix:
+        return (
+            "isolation (uid): the grader is root but may not create namespaces as root (no "
+            "CAP_SYS_ADMIN), only a user namespace, in which the student's code would keep "
+            f"root's uid and capabilities. Fix: set {NAMESPACES_VAR}=0 to drop to a uid of its "
+            "own without namespaces (with a system Python), grade with CAP_SYS_ADMIN, or set "
+            f"{TRUST_VAR}=1 (--trusted-code) for code you trust"
+        )
+    if ids is None:
         return (
             "isolation (uid): the grader is not root, so the student's code would run as your "
             "own user and could rewrite your Python, its site-packages and your files. Fix: "
@@ -258,6 +272,11 @@ def grading_refusal() -> str | None:
     return None if trusted() else isolation_problem()
 
 
+def _within(path: str, folder: str) -> bool:
+    folder = os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def visible_to_child(path: str | os.PathLike[str]) -> str | None:
     """Why a grading child could read `path` (a class folder, its results), or None: with the
     root mount namespace the child sees only the system's folders (confine.ALLOWED_TOPS) and its
@@ -267,6 +286,14 @@ def visible_to_child(path: str | os.PathLike[str]) -> str | None:
     real = os.path.realpath(path)
     prefix, ns_why = namespace_prefix()
     top = Path(real).parts[1] if len(Path(real).parts) > 1 else ""
+    checkout = checkout_root()  # covered but for its packages (confine.hide_reference)
+    kept = [p for p in needed_paths(package_dirs()[0]) if p != checkout and _within(real, p)]
+    if kept:  # the child sees the grader's import path whole (PYTHONPATH=class folder)
+        return (
+            f"isolation (class folder): {real} lies on the grader's import path ({kept[0]}), "
+            "which every student's code can read. Fix: take it off PYTHONPATH and out of the "
+            "folder tito runs from, or move the class folder"
+        )
     if prefix and "--user" not in prefix and top not in ALLOWED_TOPS:
         return None
     parts = Path(real).parts

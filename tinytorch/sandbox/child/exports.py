@@ -49,6 +49,11 @@ def _directives(source: str) -> list[str]:
     return names
 
 
+def is_exported_cell(source: str) -> bool:
+    """Whether one notebook cell is part of the module (`#| export` at its top)."""
+    return any(name in EXPORT_DIRECTIVES for name in _directives(source))
+
+
 def has_nbdev_markers(text: str) -> bool:
     """True when a .py file marks cells the nbdev way (`#| default_exp` or `#| export`)."""
     for line in text.splitlines():
