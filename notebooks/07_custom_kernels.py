@@ -86,13 +86,15 @@ from tinytorch.viz.widget import TileHeatmap
 
 
 # %%
-def walk(group: str):
-    """One group of the gate on IMPL: verdict and lesson, the first failure drawn, the table."""
+def walk(group: str, check: str | None = None):
+    """One group of the gate on IMPL: verdict and lesson, the first failure drawn, the table.
+    `check`: the deeper check whose evidence shows this group's bug (the im2col column order)."""
     names = [case.name for case in m07.CASES if case.group == group]
-    result = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT, cases=names, checks=False)
+    result = m07.run_part_a(IMPL, seed=SEED, timeout=TIMEOUT, cases=names, checks=bool(check))
     show(text_bundle(m07.GROUP_INTRO[group], prose=True))  # wraps between words
     display(HTML(cases_lead_html(result.cases)))
-    viz.show_failures(result.cases)  # drawn from the graded output: nothing of yours reruns
+    evidence = [c for c in result.checks if c.name == check]
+    viz.show_failures(result.cases, evidence)  # from the graded output: nothing of yours reruns
     show(cases_bundle(result.cases, stage=group, lead=False))
     return result
 
@@ -137,7 +139,7 @@ gelu = walk("fused_gelu")
 # with float64.
 
 # %%
-conv = walk("im2col_conv2d")
+conv = walk("im2col_conv2d", check="im2col layout")
 
 # %% [markdown]
 # ### 4. `col2im`: the adjoint, not the inverse
@@ -173,7 +175,7 @@ drawn = viz.show_failures([], part_a.checks)  # e.g. im2col's columns, expected 
 # ## Ragged tiles, drawn
 #
 # C = A @ B with M = 37, N = 23, K = 29 and `tile_size` 7: 7 does not divide any of them, so the last
-# tile row, the last tile column and the last K-block are all short. The red corner tile of C is the
+# tile row, the last tile column and the last K-block are all short. The framed corner tile of C is the
 # sum of the products of its A row panel and B column panel, one K-block at a time. Move the sliders
 # (M, N, K, tile size) to see which tiles turn ragged; a tile that divides an axis leaves no ragged
 # tile on it.

@@ -8,17 +8,20 @@ from typing import Any
 
 from tinytorch.milestone07.diagnose import Diagnosis, diagnose
 from tinytorch.render.safe_text import clean
+from tinytorch.viz.style import ERROR_COLOUR, FAIL_COLOUR, PASS_COLOUR
 
+# One colour language (viz/style.py): red and green for fail and pass only; what has no verdict
+# on the numbers (not observed, not run, unfinished) grey, never a backend's colour.
 _BADGE = {
-    "pass": ("#2ca02c", "PASS"),
-    "fail": ("#d62728", "FAIL"),
-    "not_observed": ("#ff7f0e", "NOT OBSERVED"),
-    "not_run": ("#7f7f7f", "NOT RUN"),
+    "pass": (PASS_COLOUR, "PASS"),
+    "fail": (FAIL_COLOUR, "FAIL"),
+    "not_observed": (ERROR_COLOUR, "NOT OBSERVED"),
+    "not_run": (ERROR_COLOUR, "NOT RUN"),
 }
 
 
 def _badge(status: str) -> str:
-    colour, label = _BADGE.get(status, ("#7f7f7f", status.upper()))
+    colour, label = _BADGE.get(status, (ERROR_COLOUR, status.upper()))
     return f'<span style="color:white;background:{colour};padding:1px 6px;border-radius:3px">{label}</span>'
 
 
@@ -204,7 +207,7 @@ def verdict_html(
 ) -> str:
     """The headline: PASS in green, NOT PASSED in red, INCOMPLETE in orange, with what remains
     and, when it did not pass, what to fix first (`fix`, from the run's diagnosis)."""
-    colour = {"PASS": "#2ca02c", "NOT_PASSED": "#d62728"}.get(verdict, "#ff7f0e")
+    colour = {"PASS": PASS_COLOUR, "NOT_PASSED": FAIL_COLOUR}.get(verdict, ERROR_COLOUR)
     todo = "".join(f"<li>{code_html(m)}</li>" for m in missing)
     return (
         f"<h3 style='color:{colour}'>Milestone 07: {verdict.replace('_', ' ')} "
