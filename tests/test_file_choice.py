@@ -1,19 +1,21 @@
-"""One rule chooses the graded file of a folder, for every route (tinytorch.classroom.choose):
+"""One rule chooses the graded file of a folder, for every route (tinytorch.sandbox.choose):
 acceleration.py or .ipynb wins, else the only file that defines the graded names, else a named
 error listing the candidates. The choice is made on the bytes read once, and every output names
 the file that was graded."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from tinytorch.classroom import choose
 from tinytorch.classroom.submissions import discover, find_module
 from tinytorch.cli.milestone import folder_impl
-from tinytorch.sandbox import stage
+from tinytorch.milestone07.cases import GRADED_NAMES
+from tinytorch.sandbox import choose, stage
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tinytorch" / "perf" / "acceleration.py"
 TEST_MINE = "from acceleration import tiled_matmul\n\ndef test_mine():\n    assert tiled_matmul\n"
@@ -34,7 +36,7 @@ def _folder(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def _chosen(files: dict[str, str]) -> tuple[str | None, str]:
     staged = stage.Staged(blobs={k: v.encode() for k, v in files.items()})
-    return choose.choose(staged)
+    return choose.choose(staged, GRADED_NAMES)
 
 
 def test_the_course_file_wins_over_a_students_test_script() -> None:
@@ -169,3 +171,51 @@ def test_a_refused_course_file_is_never_replaced_by_an_older_one(tmp_path: Path)
     (sub,) = discover(tmp_path)
     assert isinstance(sub.staged, str) and "too large" in sub.staged
     assert folder_impl(str(folder))[1] and "too large" in folder_impl(str(folder))[1]
+
+
+def test_a_file_chosen_by_its_definitions_brings_its_helpers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red-teaming: kernels.py (the only file defining the functions) lost the helper module it
+    imports: every route staged helpers only beside a file named acceleration.*."""
+    from tinytorch.sandbox import spawn
+
+    folder = _folder(
+        tmp_path / "bob",
+        {
+            "kernels.py": "from bob_helpers import X\n" + COURSE.read_text(),
+            "bob_helpers.py": "X = 1\n",
+        },
+    )
+    monkeypatch.setenv(spawn.SUBMISSION_DIR_VAR, str(folder))  # as the grader says it
+    _root, work, copied = spawn.private_dir(str(folder / "kernels.py"), None)
+    try:
+        assert copied and sorted(os.listdir(work)) == ["bob_helpers.py", "kernels.py"]
+    finally:
+        shutil.rmtree(_root, ignore_errors=True)
+    # a folder nobody said holds one submission: each file comes alone (a shared folder)
+    _folder(tmp_path / "flat", {"alice.py": COURSE.read_text(), "notes.py": "x = 1\n"})
+    _root, work, _ = spawn.private_dir(str(tmp_path / "flat" / "alice.py"), None)
+    try:
+        assert os.listdir(work) == ["alice.py"]
+    finally:
+        shutil.rmtree(_root, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_class_entry_graded_on_a_file_chosen_by_its_definitions_imports_its_helper(
+    tmp_path: Path,
+) -> None:
+    from tinytorch.classroom.classgrade import grade_class
+
+    subs = tmp_path / "subs"
+    _folder(
+        subs / "bob",
+        {
+            "kernels.py": "from bob_helpers import X\n" + COURSE.read_text(),
+            "bob_helpers.py": "X = 1\n",
+        },
+    )
+    run = grade_class(subs, tmp_path / "out", jobs=1)
+    doc = run.docs["bob"]
+    assert doc["verdict"] == "PASS" and doc["graded_file"] == "kernels.py", doc.get("error")

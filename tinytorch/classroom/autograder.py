@@ -29,13 +29,13 @@ from typing import Any
 
 import psutil
 
-from tinytorch.classroom.choose import REFUSED
 from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.submissions import snapshot
 from tinytorch.milestone07.scoring import Points, load_points
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
 from tinytorch.render.safe_text import clean_tree
 from tinytorch.sandbox import spawn, stage
+from tinytorch.sandbox.choose import REFUSED
 
 VENV = "/opt/tinytorch"
 # Gradescope's default container: 768 MB and half a vCPU. The whole tree (this process, the
@@ -162,7 +162,7 @@ def grade_platform_submission(
     if not folder.is_dir() or folder.is_symlink():
         return error_doc(str(folder), "INCOMPLETE", f"no submission folder {folder}"), ""
     # Read once (tinytorch.sandbox.stage: regular files only, never through a link, within the
-    # caps) and chosen by the one rule (tinytorch.classroom.choose) from those bytes; the folder
+    # caps) and chosen by the one rule (tinytorch.sandbox.choose) from those bytes; the folder
     # holding the chosen file travels with it (a helper module beside it still imports), and the
     # sandbox hands its own copy of them to the student's uid.
     staged = snapshot(folder)
@@ -178,6 +178,7 @@ def grade_platform_submission(
         copy = private / "submission" / impl.name
         env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRADER_ROOT",)}
         env.update(ONE_THREAD, HOME=str(private))
+        env[spawn.SUBMISSION_DIR_VAR] = str(private / "submission")  # one student's: its helpers
         own_mb = psutil.Process().memory_info().rss / 2**20  # the tree's limit counts us too
         doc, _run = grade_submission(
             copy,

@@ -49,7 +49,7 @@ from typing import Any
 from tinytorch.classroom.cpugroups import CpuGroups
 from tinytorch.classroom.runner import ONE_THREAD, WALL_TIMEOUT_S, error_doc, grade_submission
 from tinytorch.classroom.similarity import normalise
-from tinytorch.classroom.submissions import Submission, discover, source_text
+from tinytorch.classroom.submissions import Submission, discover, snapshot, source_text
 from tinytorch.milestone07.scoring import Points
 from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
 from tinytorch.render.safe_text import clean_tree
@@ -196,10 +196,8 @@ def _snapshot(sub: Submission, inside: stage.Links = False) -> stage.Staged | st
     if sub.staged is not None:
         return sub.staged
     try:
-        if sub.entry.is_dir() and not sub.entry.is_symlink():
-            from tinytorch.classroom.choose import keep_candidates, submission
-
-            return submission(stage.collect(sub.entry, keep=keep_candidates, hard_links=inside))
+        if sub.entry.is_dir() and not sub.entry.is_symlink():  # discover read it already
+            return snapshot(sub.entry, inside)
         blob = stage.read_file(sub.impl, hard_links=inside)
         return stage.Staged(
             files=[sub.impl.name], blobs={sub.impl.name: blob}, main=sub.impl.name,
@@ -349,7 +347,12 @@ def grade_class(
                 wall_timeout=wall_timeout,
                 stop=stop,
                 log_path=logs / f"{sub.student}.log",
-                env={**os.environ, **extra_env, **(uids.slot_env(slot) if own_uids else {})},
+                env={
+                    **os.environ,
+                    **extra_env,
+                    **(uids.slot_env(slot) if own_uids else {}),
+                    spawn.SUBMISSION_DIR_VAR: str(private),  # one student's files: its helpers
+                },
                 prefix=groups.prefix(slot),
                 seed=seed,
             )

@@ -1,7 +1,7 @@
 """A class folder: one entry per student, resolved to the file the milestone grades.
 
 An entry is a `.py` file, a `.ipynb` notebook, or a folder, whose graded file is chosen by the
-one rule of tinytorch.classroom.choose (read once: the folder's files are staged here). The student id is the entry's name
+one rule of tinytorch.sandbox.choose (read once: the folder's files are staged here). The student id is the entry's name
 (without its suffix). Anything else is listed as not a submission, with the reason.
 """
 
@@ -13,8 +13,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinytorch.classroom.choose import REFUSED, keep_candidates, submission
+from tinytorch.milestone07.cases import GRADED_NAMES
 from tinytorch.sandbox import stage
+from tinytorch.sandbox.choose import REFUSED, keep_candidates, submission
 
 MAX_ID = 128  # results/<id>.json, logs/<id>.side-by-side.log and their temporary names stay
 # well under a file name's 255 bytes (a 250-character name once stopped a class run)
@@ -67,7 +68,7 @@ def snapshot(folder: Path, hard_links: stage.Links = False) -> stage.Staged | st
         found = stage.collect(folder, keep=keep_candidates, hard_links=hard_links)
     except stage.StageError as exc:
         return str(exc)
-    return submission(found)
+    return submission(found, GRADED_NAMES)
 
 
 def resolve_entry(

@@ -54,7 +54,7 @@ class _UsageError(ValueError):
 
 def folder_impl(impl: str) -> tuple[str, str | None]:
     """(the file to grade, None) for a folder, chosen by the one rule every route uses
-    (tinytorch.classroom.choose: acceleration.py or .ipynb, else the only file that defines the
+    (tinytorch.sandbox.choose: acceleration.py or .ipynb, else the only file that defines the
     graded functions); (impl, why) when the rule names none; (impl, None) for anything else."""
     if not os.path.isdir(impl):
         return impl, None
@@ -64,11 +64,14 @@ def folder_impl(impl: str) -> tuple[str, str | None]:
             "may lead to another student's files)"
         )
     from tinytorch.classroom.submissions import snapshot
+    from tinytorch.sandbox.spawn import SUBMISSION_DIR_VAR
 
     staged = snapshot(Path(impl))
     if isinstance(staged, str):
         return impl, f"--impl: the folder {impl!r}: {staged}"
-    return os.path.join(impl, staged.chosen or ""), None
+    chosen = os.path.join(impl, staged.chosen or "")
+    os.environ[SUBMISSION_DIR_VAR] = os.path.dirname(chosen)  # the caller's one submission
+    return chosen, None
 
 
 GRADABLE_SUFFIXES = (".py", ".ipynb")  # a module (or jupytext percent file), a notebook

@@ -17,6 +17,7 @@ FUNCTIONS = ("tiled_matmul", "fused_gelu", "im2col", "im2col_conv2d", "col2im")
 # The autograd node whose apply(x, weight, bias, stride=, padding=) the backward check grades:
 # the course's differentiable path (its im2col_conv2d is inference only).
 CONV_FUNCTION = "Im2colConv2dFunction"
+GRADED_NAMES = frozenset((*FUNCTIONS, CONV_FUNCTION))  # what a file must define to be graded
 DEFAULT_IMPL = "tinytorch.perf.acceleration"  # the module graded when none is named: the reference
 GROUPS = ("tiled_matmul", "fused_gelu", "im2col_conv2d", "col2im")
 

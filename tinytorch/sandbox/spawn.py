@@ -18,6 +18,7 @@ from tinytorch.sandbox.child.load import MODULE_FILE
 from tinytorch.sandbox.procs import TOKEN_VAR, remove_tree
 
 NAMESPACES_VAR = "TINYTORCH_SANDBOX_NAMESPACES"  # "0": do not try unshare (tests, odd hosts)
+SUBMISSION_DIR_VAR = "TINYTORCH_SUBMISSION_DIR"  # a folder holding one submission (its helpers)
 TRUST_VAR = "TINYTORCH_TRUSTED_CODE"  # "1": grade even where the child is not isolated
 
 
@@ -107,6 +108,11 @@ def private_dir(
     folders have it) the .py files beside it, which it may import. Any other file comes alone: in a folder of many
     students' files (alice.py, bob.py), the others' files never reach the child's folder.
 
+    So does any file in the folder that TINYTORCH_SUBMISSION_DIR names: the grader sets it for a
+    folder that holds one submission only (its own private copy in a class run or on a platform,
+    or the folder `--impl DIR` names), so a file the one rule chose for what it defines brings its
+    helpers too (red-teaming: kernels.py lost the helper it imported).
+
     Staged by tinytorch.sandbox.stage (regular files only, within its caps). follow=False (grading
     mode) refuses an `impl` that is itself a symbolic link (StageError) instead of copying the file
     it points to."""
@@ -119,7 +125,11 @@ def private_dir(
     if impl is not None and os.path.isfile(impl):  # a .py, a notebook, ...: staged
         src = Path(os.path.realpath(impl) if follow else os.path.abspath(impl))
         course_file = src.stem == Path(MODULE_FILE).stem and src.suffix in (".py", ".ipynb")
-        stage.stage_file(src, work, siblings=course_file, hard_links=follow)
+        one = os.environ.get(SUBMISSION_DIR_VAR)
+        siblings = course_file or bool(
+            one and os.path.realpath(one) == os.path.realpath(src.parent)
+        )
+        stage.stage_file(src, work, siblings=siblings, hard_links=follow)
         copied = os.path.join(work, src.name)
     if ids is not None:  # what staging just created, and nothing else
         stage.hand_over(work, ids)

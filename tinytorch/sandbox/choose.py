@@ -1,4 +1,5 @@
-"""Choosing the graded file of a folder submission: one rule for every route.
+"""Choosing the graded file of a folder submission: one rule for every route (the sandbox is told
+the graded names, as it is told everything of the milestone: milestone07.cases.GRADED_NAMES).
 
 `tito milestone run --impl DIR`, `tito grade-class`, Gradescope and PrairieLearn all choose with
 `choose`, from bytes already read (a `stage.Staged`: the submission is read once, and the choice
@@ -18,13 +19,11 @@ import ast
 import json
 from collections.abc import Collection
 
-from tinytorch.milestone07.cases import CONV_FUNCTION, FUNCTIONS
 from tinytorch.sandbox import stage
 from tinytorch.sandbox.child.exports import is_exported_cell
 
 PREFERRED = ("acceleration.py", "acceleration.ipynb")  # in this order, at the same depth
 SUFFIXES = (".py", ".ipynb")
-GRADED_NAMES = frozenset((*FUNCTIONS, CONV_FUNCTION))
 MAX_LISTED = 6  # candidates named in an error; the rest are counted
 
 
@@ -104,7 +103,7 @@ def _listed(rels: list[str]) -> str:
     return shown + (f" and {len(rels) - MAX_LISTED} more" if len(rels) > MAX_LISTED else "")
 
 
-def choose(staged: stage.Staged, names: Collection[str] = GRADED_NAMES) -> tuple[str | None, str]:
+def choose(staged: stage.Staged, names: Collection[str]) -> tuple[str | None, str]:
     """(the graded file's path relative to the submission, "") or (None, why, candidates named)."""
     files = sorted(r for r in staged.blobs if r.endswith(SUFFIXES))
     for preferred in PREFERRED:
@@ -156,7 +155,7 @@ def keep_candidates(entry: stage.Entry) -> bool:
     return entry.name.endswith(SUFFIXES)
 
 
-def submission(staged: stage.Staged, names: Collection[str] = GRADED_NAMES) -> stage.Staged | str:
+def submission(staged: stage.Staged, names: Collection[str]) -> stage.Staged | str:
     """The chosen file's part of a staged folder, re-rooted at the chosen file's folder: the file
     and the `.py` files beside it (its helpers, which it may import); a str says why none."""
     chosen, why = choose(staged, names)
