@@ -437,6 +437,8 @@ SLOW = (
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive
+@pytest.mark.timing
 def test_sleeping_under_the_timeout_on_every_call_is_cut_by_the_budget(tmp_path: Path) -> None:
     path = _write(tmp_path, "slow", BASE.read_text() + SLOW)
     start = time.perf_counter()
@@ -568,6 +570,8 @@ def tiled_matmul(a, b, tile_size=64):
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive
+@pytest.mark.timing
 def test_an_import_that_stalls_only_on_restarts_is_held_to_the_call_timeout(
     tmp_path, monkeypatch
 ) -> None:

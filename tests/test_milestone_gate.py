@@ -144,9 +144,21 @@ def test_a_hang_times_out_with_a_named_result(tmp_path: Path) -> None:
     result = run_part_a(impl, timeout=0.5)
     gelu = [c for c in result.cases if c.group == "fused_gelu"]
     assert {c.status for c in gelu} == {"timeout"}
-    assert "no result within 0.5 s" in gelu[0].detail or "timeout" in gelu[0].detail
+    assert "no result within 0.5 s of CPU time" in gelu[0].detail  # which limit fired
     assert all(c.status == "pass" for c in result.cases if c.group != "fused_gelu")
     assert result.verdict == "NOT_PASSED" and result.blamed() == {"fused_gelu"}
+
+
+@pytest.mark.slow
+def test_a_sleeping_kernel_is_named_blocked_not_an_endless_loop(tmp_path: Path) -> None:
+    """The report says which limit fired: a kernel that sleeps spends no CPU time."""
+    impl = _module(
+        tmp_path, "sleeps", "\ndef fused_gelu(x):\n    import time\n    time.sleep(60)\n"
+    )
+    result = run_part_a(impl, timeout=0.5, cases=[c.name for c in CASES if c.group == "fused_gelu"])
+    gelu = [c for c in result.cases if c.group == "fused_gelu"]
+    assert gelu[0].status == "timeout" and "blocked" in gelu[0].detail, gelu[0].detail
+    assert "endless loop" not in gelu[0].detail
 
 
 @pytest.mark.slow

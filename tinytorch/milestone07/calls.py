@@ -107,8 +107,12 @@ class StudentCalls:
             self.seen.strikes.setdefault(fn, []).append(status)
             if reply.get("restart"):  # the import, rerun after the last call killed the child
                 reply["error"] = f"{reply['error']} while restarting for {fn}"
-            elif status == "timeout":
-                reply["error"] = f"no result within {self.timeout:g} s (an endless loop?)"
+            elif status == "timeout" and reply.get("limit") == "cpu":  # it computed, endlessly
+                reply["error"] = (
+                    f"no result within {self.timeout:g} s of CPU time (an endless loop?)"
+                )
+            elif status == "timeout":  # blocked, starved or wall: the sandbox's words say which
+                reply["error"] = f"{reply['error']} (running {fn})"
             elif status == "crash":
                 reply["error"] = f"{reply['error']} while running {fn}: a crash in native code?"
             else:
