@@ -178,8 +178,8 @@ def test_report_figures_exist_and_are_not_empty(klass: dict[str, Path]) -> None:
 
 
 def test_the_report_shows_the_best_flags_side_by_side_and_says_how_many() -> None:
+    from tinytorch.classroom.class_report import SIDE_BY_SIDE_MAX, similarity_html
     from tinytorch.classroom.similarity import Flag
-    from tinytorch.render.class_html import SIDE_BY_SIDE_MAX, similarity_html
 
     assert SIDE_BY_SIDE_MAX == 20
     flags = [Flag(f"s{i:02d}", f"t{i:02d}", 1.0 - i / 1000) for i in range(SIDE_BY_SIDE_MAX + 5)]
@@ -467,7 +467,7 @@ def test_a_run_killed_at_the_wall_timeout_is_a_named_error_row(tmp_path: Path) -
 
 
 def test_the_gflops_figure_with_part_b(tmp_path: Path) -> None:
-    from tinytorch.render.class_html import figures
+    from tinytorch.classroom.class_report import figures
 
     def doc(gflops: float) -> dict:
         row = {"problem": "gemm 1024x1024x1024", "backend": "student", "status": "ok", "gflops": gflops}  # fmt: skip

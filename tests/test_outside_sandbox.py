@@ -514,7 +514,7 @@ def test_escape_sequences_never_reach_the_terminal_or_the_json(tmp_path: Path) -
     """330 raw ESC and 55 BEL bytes of a student's exception messages reached the terminal: they
     cleared the screen, drew a fake green PASS and wrote the clipboard (OSC 52)."""
     from tinytorch.cli.milestone import run_milestone
-    from tinytorch.render.safe_text import clean
+    from tinytorch.safe_text import clean
 
     assert clean(NASTY + "ok\tend\n") == "PASS 30/30ok\tend\n"
     path = tmp_path / "acceleration.py"
@@ -535,8 +535,8 @@ def test_escape_sequences_never_reach_the_terminal_or_the_json(tmp_path: Path) -
 
 
 def test_gradebook_and_class_report_text_is_clean() -> None:
+    from tinytorch.classroom.class_report import _esc
     from tinytorch.milestone07.scoring import Points
-    from tinytorch.render.class_html import _esc
     from tinytorch.render.platforms import gradebook_row
 
     row = gradebook_row("mallory", {"verdict": "ERROR", "error": NASTY, "cases": []}, Points())
@@ -614,8 +614,8 @@ INVISIBLE = "\u2028\u2029\u061c\u200b\u200d\u2060\ufeff\u00ad\ud800\udfff"
 def test_invisible_characters_and_lone_surrogates_never_reach_a_person() -> None:
     """Red-teaming: U+2028, U+061C, zero widths, BOM and soft hyphens passed the sanitiser; a lone
     surrogate in a notebook's source made class_report.html unwritable (exit 2, report empty)."""
-    from tinytorch.render.class_html import _side
-    from tinytorch.render.safe_text import clean
+    from tinytorch.classroom.class_report import _side
+    from tinytorch.safe_text import clean
 
     assert clean(f"P{INVISIBLE}ASS é 中\t\n") == "PASS é 中\t\n"
     page = _side(f"x = '{INVISIBLE}'\n", {1})
@@ -626,7 +626,7 @@ def test_invisible_characters_and_lone_surrogates_never_reach_a_person() -> None
 def test_the_side_by_side_view_numbers_lines_as_similarity_does() -> None:
     """Red-teaming: line separators that str.splitlines honours (form feed, U+2028, \\x1c) but
     tokenize does not shifted every highlighted row of the class report."""
-    from tinytorch.render.class_html import _side
+    from tinytorch.classroom.class_report import _side
 
     source = "a = 1  # notes" + "\u2028\x0c\x1c" * 10 + "\nb = 2\r\nc = 3\n"
     rows = _side(source, {2}).removeprefix("<pre>").removesuffix("</pre>").split("\n")

@@ -257,7 +257,7 @@ def test_a_class_of_copies_and_disguises_stays_fast() -> None:
 
 
 def test_the_class_report_names_each_flags_kind() -> None:
-    from tinytorch.render.class_html import similarity_html
+    from tinytorch.classroom.class_report import similarity_html
 
     cheat = HONEST["bob"].read_text() + "\n\n" + _functions(REF, COPIED)
     sources = {"mallory": cheat, "trudy": _hex_literals(REF), "eve": _renamed(REF)}

@@ -12,7 +12,7 @@ import textwrap
 
 from tinytorch.milestone07.results import BenchRow, PartBResult
 from tinytorch.profiling.credible import busy_trust
-from tinytorch.render.safe_text import clean
+from tinytorch.safe_text import clean
 
 WIDTH = 100  # the report's width, as the rest of the terminal report
 DESCRIPTION_INDENT = 4  # a row's description sits under its backend's name, two further in

@@ -33,7 +33,7 @@ from tinytorch.classroom.runner import ONE_THREAD, error_doc, grade_submission
 from tinytorch.classroom.submissions import snapshot
 from tinytorch.milestone07.scoring import Points, load_points
 from tinytorch.render.platforms import gradescope_results, prairielearn_results
-from tinytorch.render.safe_text import clean_tree
+from tinytorch.safe_text import clean_tree
 from tinytorch.sandbox import spawn, stage
 from tinytorch.sandbox.choose import REFUSED
 

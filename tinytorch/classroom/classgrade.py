@@ -52,7 +52,7 @@ from tinytorch.classroom.similarity import normalise
 from tinytorch.classroom.submissions import Submission, discover, snapshot, source_text
 from tinytorch.milestone07.scoring import Points
 from tinytorch.render.platforms import GRADEBOOK_COLUMNS, gradebook_row
-from tinytorch.render.safe_text import clean_tree
+from tinytorch.safe_text import clean_tree
 from tinytorch.sandbox import spawn, stage, uids
 from tinytorch.sandbox.child.exports import has_nbdev_markers
 
@@ -312,7 +312,8 @@ def grade_class(
     for slot in range(jobs):
         slots.put(slot)
     own_uids = uids.sandbox_ids() is not None  # root: a uid per slot, when the pool is usable
-    if own_uids and (why := uids.slot_pool_problem(jobs)):
+    slot_base = uids.run_slot_base()  # this run's own block of slot uids
+    if own_uids and (why := uids.slot_pool_problem(jobs, slot_base)):
         own_uids = False
         run.warnings.append(f"concurrent students share one sandbox uid: {why}")
 
@@ -350,7 +351,7 @@ def grade_class(
                 env={
                     **os.environ,
                     **extra_env,
-                    **(uids.slot_env(slot) if own_uids else {}),
+                    **(uids.slot_env(slot, slot_base) if own_uids else {}),
                     spawn.SUBMISSION_DIR_VAR: str(private),  # one student's files: its helpers
                 },
                 prefix=groups.prefix(slot),
@@ -517,9 +518,9 @@ def grade_and_report(
 ) -> ClassReport:
     """`tito grade-class`: grade_class(**kwargs), then gradebook.csv, the similarity flags and
     class_report.html, timing each phase."""
+    from tinytorch.classroom.class_report import write_report
     from tinytorch.classroom.similarity import similarity_flags
     from tinytorch.release import make_student_source, reference_path
-    from tinytorch.render.class_html import write_report
 
     out = Path(out)
     start = time.perf_counter()

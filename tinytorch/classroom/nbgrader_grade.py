@@ -37,7 +37,7 @@ from tinytorch.classroom.nbgrader_layout import REPORT_ID, cell_of, graded_cells
 from tinytorch.classroom.runner import WALL_TIMEOUT_S, grade_submission
 from tinytorch.milestone07.scoring import Item, load_points, score_items, total
 from tinytorch.render.platforms import diagnosis_shown, item_text, summary_text
-from tinytorch.render.safe_text import clean
+from tinytorch.safe_text import clean
 
 _EXPORT = "#| export"
 _LEADING_EXPORT = re.compile(r"#\s*\|\s*export")  # nbdev's, as sandbox/child/exports reads it

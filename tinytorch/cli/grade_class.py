@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     finally:
         close_bar()
-    from tinytorch.render.safe_text import clean
+    from tinytorch.safe_text import clean
 
     for note in result.notes:
         print(f"note: {clean(note)}")

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from tinytorch.render.safe_text import flush_quietly, silence
+    from tinytorch.safe_text import flush_quietly, silence
 
     try:
         code = int(args.func(args) or 0)

@@ -173,7 +173,7 @@ def run_milestone(
     with the file written all the same.
     """
     from tinytorch.render.resultfile import ResultFile, ResultFileError
-    from tinytorch.render.safe_text import CleanStream, clean_tree
+    from tinytorch.safe_text import CleanStream, clean_tree
 
     out = CleanStream(out or sys.stdout)  # the student's text reaches the terminal cleaned
     err = CleanStream(sys.stderr)  # and so do the file names and errors said on stderr
@@ -475,7 +475,7 @@ def main_run(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    from tinytorch.render.safe_text import flush_quietly
+    from tinytorch.safe_text import flush_quietly
 
     code = _run_parsed(args)
     flush_quietly(sys.stdout)  # now, not at exit: a reader gone (`| head`) prints no traceback

@@ -6,6 +6,5 @@
     notebook_record.py  what the notebook records for the headless grader (MIME outputs)
     json_doc.py         the machine-readable result (`--json`) and its schema
     platforms.py        gradebook rows, Gradescope and PrairieLearn results
-    class_html.py       the class report (HTML and PNG figures)
     resultfile.py       result files nobody else can write
 """

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinytorch.milestone07.diagnose import Diagnosis, diagnose
-from tinytorch.render.safe_text import clean
+from tinytorch.safe_text import clean
 from tinytorch.viz.style import ERROR_COLOUR, FAIL_COLOUR, PASS_COLOUR
 
 # One colour language (viz/style.py): red and green for fail and pass only; what has no verdict

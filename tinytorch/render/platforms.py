@@ -9,8 +9,8 @@ from typing import Any
 
 from tinytorch.milestone07.diagnose import Diagnosis
 from tinytorch.milestone07.scoring import Item, Points, graded, score_items, total
-from tinytorch.render.safe_text import clean
 from tinytorch.render.terminal import render_lessons, render_root_causes
+from tinytorch.safe_text import clean
 
 GRADEBOOK_COLUMNS = (
     "student", "verdict", "cases_passed", "cases_total", "checks_passed", "checks_total",

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from tinytorch.milestone07.cases import CASES_BY_NAME, GROUPS, HIDDEN_PREFIX
 from tinytorch.milestone07.diagnose import Diagnosis, Lesson, diagnose_result, unloadable_lesson
 from tinytorch.milestone07.results import CaseResult, PartAResult, PartBResult
-from tinytorch.render.safe_text import clean
+from tinytorch.safe_text import clean
 
 MARK = {
     "pass": "PASS",

@@ -100,28 +100,47 @@ SLOT_UIDS = 1024
 SLOT_UID_BASE_VAR = "TINYTORCH_SLOT_UID_BASE"  # moves the pool (e.g. two class runs at once)
 
 
-def slot_ids(slot: int) -> tuple[int, int]:
-    """(uid, gid) of grading slot `slot` in the pool."""
+SLOT_BLOCKS = (RUN_UID_BASE - SLOT_UID_BASE) // SLOT_UIDS  # disjoint blocks below the run pool
+
+
+def run_slot_base() -> int:
+    """The first slot uid of one class run: TINYTORCH_SLOT_UID_BASE where set, else a block drawn
+    at random below the run pool, so two class runs at once (without namespaces) never share a
+    slot's uid (red-teaming: a second run's child read the first's staged copy under uid
+    1600000000)."""
+    if SLOT_UID_BASE_VAR in os.environ:
+        return int(os.environ[SLOT_UID_BASE_VAR])
+    return SLOT_UID_BASE + SLOT_UIDS * secrets.randbelow(SLOT_BLOCKS)
+
+
+def slot_ids(slot: int, base: int | None = None) -> tuple[int, int]:
+    """(uid, gid) of grading slot `slot` in the pool that starts at `base` (default: the
+    environment's TINYTORCH_SLOT_UID_BASE, else SLOT_UID_BASE)."""
     if not 0 <= slot < SLOT_UIDS:
         raise ValueError(f"slot_ids: slot must be in [0, {SLOT_UIDS}), got {slot!r}")
-    base = int(os.environ.get(SLOT_UID_BASE_VAR, str(SLOT_UID_BASE)))
+    if base is None:
+        base = int(os.environ.get(SLOT_UID_BASE_VAR, str(SLOT_UID_BASE)))
     return base + slot, base + slot
 
 
-def slot_env(slot: int) -> dict[str, str]:
-    """The environment that makes a grader's sandboxes drop to slot `slot`'s uid (sandbox_ids)."""
-    uid, gid = slot_ids(slot)
-    return {"TINYTORCH_SANDBOX_UID": str(uid), "TINYTORCH_SANDBOX_GID": str(gid)}
+def slot_env(slot: int, base: int | None = None) -> dict[str, str]:
+    """The environment that makes a grader's sandboxes drop to slot `slot`'s uid (sandbox_ids),
+    and lets them know the pool (pool_uid)."""
+    uid, gid = slot_ids(slot, base)
+    env = {"TINYTORCH_SANDBOX_UID": str(uid), "TINYTORCH_SANDBOX_GID": str(gid)}
+    if base is not None:
+        env[SLOT_UID_BASE_VAR] = str(base)
+    return env
 
 
-def slot_pool_problem(slots: int) -> str:
+def slot_pool_problem(slots: int, base: int | None = None) -> str:
     """Why `slots` slot uids cannot be used ('' when they can): a passwd entry, or a uid this user
     namespace does not map (a container with a narrow uid map)."""
     import pwd
 
     if slots > SLOT_UIDS:
         return f"{slots} jobs but only {SLOT_UIDS} uids in the slot pool"
-    uids = [slot_ids(slot)[0] for slot in range(slots)]
+    uids = [slot_ids(slot, base)[0] for slot in range(slots)]
     for uid in uids:
         try:
             return f"uid {uid} of the slot pool is the user {pwd.getpwuid(uid).pw_name!r}"

@@ -20,7 +20,7 @@ from tinytorch.classroom.similarity import (
 )
 from tinytorch.milestone07.cases import FUNCTIONS
 from tinytorch.render.platforms import tiled_matmul_gflops
-from tinytorch.render.safe_text import clean
+from tinytorch.safe_text import clean
 
 VERDICT_ORDER = ("PASS", "NOT_PASSED", "INCOMPLETE", "ERROR")
 SIDE_BY_SIDE_MAX = MARKED_MAX  # flags shown side by side (all are listed in the table)
