@@ -256,3 +256,17 @@ def test_a_class_folder_on_the_graders_import_path_is_refused(
     (tmp_path / "subs").mkdir()
     why = spawn.visible_to_child(tmp_path / "subs")
     assert why and "import path" in why
+
+
+def test_each_class_run_draws_its_own_block_of_slot_uids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red-teaming: two class runs at once, without namespaces, both used slot uid 1600000000,
+    and one run's child read the other's staged copy."""
+    monkeypatch.delenv(uids.SLOT_UID_BASE_VAR, raising=False)
+    bases = {uids.run_slot_base() for _ in range(20)}
+    assert len(bases) > 1
+    for base in bases:
+        assert uids.SLOT_UID_BASE <= base and base + uids.SLOT_UIDS <= uids.RUN_UID_BASE
+        env = uids.slot_env(3, base)
+        assert env["TINYTORCH_SANDBOX_UID"] == str(base + 3)
+        monkeypatch.setenv(uids.SLOT_UID_BASE_VAR, env[uids.SLOT_UID_BASE_VAR])
+        assert uids.pool_uid(base + 3)  # the milestone process knows its pool: leftovers swept
