@@ -101,3 +101,35 @@ def test_milestone_run_refuses_a_folder_link_as_a_usage_error(
     (tmp_path / "link").symlink_to(real)
     assert main(["milestone", "run", "07", "--impl", str(tmp_path / "link"), "--no-part-b"]) == 2
     assert "symbolic link to a folder" in capsys.readouterr().err
+
+
+def test_milestone_run_on_a_folder_grades_the_bytes_it_chose_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Red-teaming: `--impl DIR` chose on one read and staged on another; swapping the folder in
+    between graded a classmate's code (PASS). Now the folder is read once into a copy of ours."""
+    from tinytorch.classroom import submissions
+    from tinytorch.cli.main import main
+
+    folder = tmp_path / "mallory"
+    folder.mkdir()
+    (folder / "acceleration.py").write_text(COURSE.read_text())
+    real = submissions.snapshot
+
+    reads: list[Path] = []
+
+    def read_then_swap(path, *args, **kwargs):  # the student's move, right after the read
+        got = real(path, *args, **kwargs)  # the usage check reads first, then the graded copy
+        reads.append(path)
+        if len(reads) < 2:
+            return got
+        (folder / "acceleration.py").write_text(
+            "def tiled_matmul(a, b, tile_size=64):\n    raise NotImplementedError\n"
+        )
+        return got
+
+    monkeypatch.setattr(submissions, "snapshot", read_then_swap)
+    code = main(["milestone", "run", "07", "--impl", str(folder), "--no-part-b"])
+    out = capsys.readouterr().out
+    assert code == 0, out  # graded on the bytes read: the honest module, PASS
+    assert str(folder / "acceleration.py") in out  # reported under the student's own path

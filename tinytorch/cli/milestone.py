@@ -64,14 +64,36 @@ def folder_impl(impl: str) -> tuple[str, str | None]:
             "may lead to another student's files)"
         )
     from tinytorch.classroom.submissions import snapshot
-    from tinytorch.sandbox.spawn import SUBMISSION_DIR_VAR
 
     staged = snapshot(Path(impl))
     if isinstance(staged, str):
         return impl, f"--impl: the folder {impl!r}: {staged}"
-    chosen = os.path.join(impl, staged.chosen or "")
-    os.environ[SUBMISSION_DIR_VAR] = os.path.dirname(chosen)  # the caller's one submission
-    return chosen, None
+    return os.path.join(impl, staged.chosen or ""), None
+
+
+def folder_copy(folder: str) -> tuple[str, str]:
+    """(the chosen file as the student named it, the same file in a private copy of ours) for
+    `--impl DIR`: the folder is read once (the snapshot the choice is made on) and graded from
+    that copy, never from the student's path again (red-teaming swapped a folder for a
+    classmate's between two reads: PASS on the classmate's code). The copy is the one folder
+    that holds a single submission, so the chosen file's helpers come with it; it is removed
+    when the process exits. Raises _UsageError when the rule now names nothing."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from tinytorch.classroom.submissions import snapshot
+    from tinytorch.sandbox import stage
+    from tinytorch.sandbox.spawn import SUBMISSION_DIR_VAR
+
+    staged = snapshot(Path(folder))
+    if isinstance(staged, str):
+        raise _UsageError(f"--impl: the folder {folder!r}: {staged}")
+    copy = tempfile.mkdtemp(prefix="tt-impl-")
+    atexit.register(shutil.rmtree, copy, True)
+    stage.write(staged, copy)
+    os.environ[SUBMISSION_DIR_VAR] = copy  # the sandbox stages the chosen file's helpers
+    return os.path.join(folder, staged.chosen or ""), os.path.join(copy, staged.main or "")
 
 
 GRADABLE_SUFFIXES = (".py", ".ipynb")  # a module (or jupytext percent file), a notebook
@@ -181,7 +203,13 @@ def run_milestone(
     if why:
         print(f"tito milestone run: {why}", file=err)
         return EXIT_USAGE
-    impl = folder_impl(impl)[0]
+    shown = None  # the student's own name for the file graded from our copy of their folder
+    if os.path.isdir(impl):
+        try:
+            shown, impl = folder_copy(impl)
+        except _UsageError as exc:
+            print(f"tito milestone run: {exc}", file=err)
+            return EXIT_USAGE
     points = None
     if fmt == "prairielearn":  # read before any grading: a bad points file is a usage error
         from tinytorch.milestone07.scoring import load_points
@@ -209,7 +237,7 @@ def run_milestone(
         doc = _graded(
             impl, seed, timeout, part_b, grading, budget, memory_limit, sizes, out, plots,
             verbose=verbose, part_b_only=part_b_only,
-            part_b_if_incomplete=part_b_if_incomplete or part_b_only,
+            part_b_if_incomplete=part_b_if_incomplete or part_b_only, shown=shown,
         )  # fmt: skip
     except _UsageError as exc:
         print(f"tito milestone: {exc}", file=err)
@@ -249,6 +277,7 @@ def _graded(
     verbose: bool = False,
     part_b_only: bool = False,
     part_b_if_incomplete: bool = False,
+    shown: str | None = None,
 ) -> dict:
     from tinytorch.bench.part_b import run_part_b
     from tinytorch.milestone07 import run_part_a
@@ -267,6 +296,8 @@ def _graded(
         )
     except ValueError as exc:
         raise _UsageError(str(exc)) from exc
+    if shown is not None:  # graded from our copy; reported under the student's own path
+        a.impl = shown
     if part_b_only:
         print(f"Part A (not shown, --part-b-only): {a.verdict.replace('_', ' ')}", file=out)
     else:
