@@ -24,6 +24,7 @@ from tinytorch.milestone07.results import CASE_STATUSES, CHECK_STATUSES, VERDICT
 from tinytorch.sandbox.child import protocol as wire
 from tinytorch.sandbox.parent import (
     CALL_REPLIES,
+    Budget,
     Sandbox,
     _call_validator,
     _load_validator,
@@ -263,7 +264,8 @@ def _through_a_pipe(msg: dict, rid: int, limits: wire.Limits, validate) -> dict:
     os.write(write_fd, frame)
     os.close(write_fd)
     box._reader = wire.FdReader(read_fd)
-    return box._receive(rid, 5.0, limits, validate)  # closes the pipe on a failure
+    budget = Budget(None, 5.0)  # plain wall time: no child tree to meter
+    return box._receive(rid, budget, limits, validate)  # closes the pipe on a failure
 
 
 class _Pipe:

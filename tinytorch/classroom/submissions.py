@@ -83,7 +83,8 @@ def resolve_entry(
         return None
     if stat.S_ISDIR(st.st_mode):
         staged = snapshot(entry, hard_links)
-        if isinstance(staged, str) and staged.startswith(REFUSED):  # graded as refused: NOT PASSED
+        refused = isinstance(staged, str) and staged.startswith(REFUSED)
+        if refused and "symbolic link" not in staged:  # too large, a hard link: NOT PASSED
             return Submission(entry.name, entry, entry, staged=staged.removeprefix(REFUSED))
         if isinstance(staged, str):
             return Submission(entry.name, entry, None, staged)

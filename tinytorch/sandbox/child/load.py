@@ -196,5 +196,5 @@ def _format(exc: BaseException) -> str:
             where = f" (at {os.path.basename(frame.filename)}:{frame.lineno})"
             break
     if isinstance(exc, SyntaxError) and exc.lineno:
-        where = ""  # its message already names the file and line ("(x.ipynb[cell 2], line 4)")
+        where = f" (at {os.path.basename(exc.filename or '?')}:{exc.lineno})"
     return f"{type(exc).__name__}: {exc}{where}"
