@@ -983,3 +983,18 @@ def test_a_machine_slower_than_the_cost_model_coarsens_sooner():
     assert tiles_cost(80, 80, 80, 3) * view.slowdown > 3.0 > tiles_cost(80, 80, 80, 3)
     view.sliders["tile"].value = 3  # drawn in full on a quiet machine, coarse on this one
     assert view.coarse and "Drawn coarse" in view.status.value
+
+
+def test_the_im2col_explorer_speaks_of_its_sliders_not_of_our_functions() -> None:
+    """Before: 'im2col_layout: kernel_size 5x5 is larger...' reached the student as is."""
+    from tinytorch.viz.explore import Im2colExplorer
+
+    view = Im2colExplorer()
+    view.redraw.display = lambda fig: None
+    view.sliders["padding"].value = 0
+    view.sliders["h"].value = 3
+    view.sliders["k"].value = 5
+    view.refresh()
+    said = view.redraw.status.value
+    assert "larger than the padded input" in said and "im2col_layout" not in said, said
+    assert "move k down" in said

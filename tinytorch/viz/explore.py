@@ -148,6 +148,20 @@ class TileExplorer(_Explorer):
         )
 
 
+def _in_slider_words(draw: Callable[..., Any]) -> Callable[..., Any]:
+    """`draw`, whose ValueError speaks of the sliders, not of our function's name
+    ("im2col_layout: kernel_size 5x5 is larger..." reached students as is)."""
+
+    def drawn(**kwargs: Any) -> Any:
+        try:
+            return draw(**kwargs)
+        except ValueError as exc:
+            said = str(exc).split(": ", 1)[-1]
+            raise ValueError(f"{said}: move k down, or H, W or the padding up") from None
+
+    return drawn
+
+
 class Im2colExplorer(_Explorer):
     """draw_im2col with C, H, W, k, stride, padding and the output position to highlight."""
 
@@ -165,7 +179,7 @@ class Im2colExplorer(_Explorer):
                 "out_row": _slider("out row", 0, 0, 8),
                 "out_col": _slider("out col", 0, 0, 8),
             },
-            draw_im2col,
+            _in_slider_words(draw_im2col),
             "im2col",
             im2col.FIG_HEIGHT_IN,
             im2col_cost,
