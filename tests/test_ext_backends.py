@@ -130,7 +130,12 @@ def test_tito_bench_quick_writes_json_with_ceilings_and_checks(tmp_path) -> None
     assert c["fma_gflops_1t"] > 0 and c["copy_gbs"] > 0
     assert report["checks"] and all(ch["ok"] for ch in report["checks"])
     row = report["gemm"][0]
-    assert row["c++ 1t"] > 0 and 0 < row["c++ 1t / peak"] < 2
+    withheld = row.get("withheld", {})
+    if row["c++ 1t"] is None:  # above 1.2x its ceiling on a busy machine: withheld, with the reason
+        assert withheld.get("c++ 1t"), row
+    else:
+        peak = row["c++ 1t / peak"]
+        assert row["c++ 1t"] > 0 and (peak is None and withheld or 0 < peak < 2), row
     assert row["flops"] == 2 * 256**3 and set(row["spread"]) >= {"c++ 1t", "numpy 1t"}
     assert row["load"] >= 0 and report["isa_requested"] in ("native", "avx2", "avx512")
     assert set(report["kernel"]) >= {"isa", "microkernel", "blocks"} and report["blas"]
