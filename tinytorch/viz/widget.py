@@ -14,12 +14,11 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import matplotlib.pyplot as plt
-
 from tinytorch.viz import style
 from tinytorch.viz.bugs import BUGS, YOURS, bug_grid
 from tinytorch.viz.heatmap import HeatmapData, draw_heatmap, heatmap_data, shape_label
 from tinytorch.viz.redraw import BUDGET_S, Redraw, over_budget
+from tinytorch.viz.timing import TILE_SPEED_SIZE_IN, draw_tile_throughput  # one drawing of it
 
 # (M, K, N): ragged on every axis, 1-wide, K = 1, smaller than a tile, larger than two tiles.
 SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -39,7 +38,7 @@ Timer = Callable[..., dict]  # tile_throughput(impl, seed=..., timeout=...)
 HEATMAP, SPEED = "pass/fail heatmap", "GFLOP/s vs tile size"
 THROUGHPUT_SIZE = 256  # M = K = N of the timed problem: large enough for cache effects to show
 THROUGHPUT_TILES = (8, 16, 32, 64, 128, 256)
-SPEED_HEIGHT_IN = 3.8  # draw_tile_throughput's figure
+SPEED_HEIGHT_IN = TILE_SPEED_SIZE_IN[1]  # draw_tile_throughput's figure
 # The example bugs are for the heatmap; timing is of the student's kernel only, and says so.
 SPEED_TIMES_YOURS = (
     ". <i>This view always times your kernel (IMPL), not the example bug picked in"
@@ -114,69 +113,6 @@ def tile_throughput(
         "warnings": warnings,
         "errors": errors,
     }
-
-
-def draw_tile_throughput(data: dict[str, Any]) -> Any:
-    """GFLOP/s against tile size (log 2), NumPy's BLAS as a line: Python overhead vs cache.
-
-    A noisy figure is drawn hollow and labelled "noisy: rerun"; so is the NumPy line when it is
-    flagged or lies below any of your tile sizes (a busy machine, never a slow BLAS).
-    """
-    fig, ax = plt.subplots(figsize=(7.2, SPEED_HEIGHT_IN))
-    mine, blas = style.backend_colour("student"), style.backend_colour("numpy")
-    noisy_at = data.get("noisy") or [False] * len(data["tiles"])
-    points = [
-        (t, g, bool(z))
-        for t, g, z in zip(data["tiles"], data["gflops"], noisy_at, strict=True)
-        if g is not None
-    ]
-    ax.plot([t for t, _, _ in points], [g for _, g, _ in points], "-", color=mine)
-    for t, g, z in points:
-        ax.plot(t, g, "o", color=mine, markerfacecolor="white" if z else mine)
-        if z:
-            ax.annotate(
-                "noisy: rerun",
-                (t, g),
-                xytext=(4, 4),
-                textcoords="offset points",
-                fontsize=style.MIN_FONT_PT,
-            )
-    ax.plot([], [], "o-", color=mine, label="your tiled_matmul")
-    numpy, noisy = data.get("numpy_gflops"), False
-    if numpy is not None:
-        below = any(g > numpy for _, g, _ in points)  # the plot's own guard, as in viz/timing
-        noisy = bool(data.get("numpy_noisy")) or below
-        label = "NumPy (BLAS)" + (", noisy: rerun" if noisy else "")
-        ax.axhline(numpy, color=blas, linestyle="--", alpha=0.5 if noisy else 1.0, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(data["tiles"])
-    ax.set_xticklabels([str(t) for t in data["tiles"]])
-    ax.set_xlabel("tile_size")
-    ax.set_ylabel("GFLOP/s (median of samples)")
-    n = data["size"]
-    ax.set_title(
-        f"{n}x{n} @ {n}x{n}: small tiles pay Python overhead per block, big ones lose the cache",
-        fontsize=style.FONT_PT,
-    )
-    ax.tick_params(labelsize=style.MIN_FONT_PT)
-    ax.legend(fontsize=style.MIN_FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    if noisy or any(z for _, _, z in points):
-        from tinytorch.profiling.load import NOISY_LOAD
-
-        loads = [v for v in [*(data.get("load") or []), data.get("numpy_load")] if v is not None]
-        busiest = max(loads, default=0.0)
-        busy = f"; other work kept {busiest:.1f} cores busy" if busiest > NOISY_LOAD else ""
-        fig.text(
-            0.01,
-            0.01,
-            f"noisy: rerun this view when the machine is quiet{busy}",
-            fontsize=style.MIN_FONT_PT,
-        )
-        fig.tight_layout(rect=(0, 0.05, 1, 1))
-    else:
-        fig.tight_layout()
-    return fig
 
 
 def _default_grid() -> Grid:
