@@ -243,7 +243,6 @@ KERNEL_CELLS = (_SETUP, _DRAG)
 
 
 @pytest.mark.slow
-@pytest.mark.exclusive
 def test_in_a_real_kernel_each_output_holds_one_figure_and_nothing_reaches_the_console():
     """nbclient routes an Output's messages as JupyterLab does: a figure or warning sent outside
     it would land in the cell's own outputs (in JupyterLab, the Log Console for a callback)."""
@@ -253,7 +252,7 @@ def test_in_a_real_kernel_each_output_holds_one_figure_and_nothing_reaches_the_c
     nb.cells = [nbformat.v4.new_code_cell(src) for src in KERNEL_CELLS]
     # nbclient can stall on a widget's messages until a cell's timeout and then go on (its issue
     # 312: seen here as 300 s of an idle kernel in the full suite); the cells take seconds, so a
-    # stall costs 90 s at most, and the test runs alone
+    # stall costs one worker 90 s at most (not exclusive: a stall would stop every other test)
     nbclient.NotebookClient(nb, timeout=90, store_widget_state=True).execute()
     first, second = (cell.outputs for cell in nb.cells)
     assert [o["output_type"] for o in first] == ["display_data", "display_data"]
