@@ -282,22 +282,18 @@ def grading_refusal() -> str | None:
     return None if trusted() else isolation_problem()
 
 
-def _within(path: str, folder: str) -> bool:
-    folder = os.path.realpath(folder)
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
 def visible_to_child(path: str | os.PathLike[str]) -> str | None:
     """Why a grading child could read `path` (a class folder, its results), or None: with the
     root mount namespace the child sees only the system's folders (confine.ALLOWED_TOPS) and its
     own; without one, whatever every user may read."""
-    from tinytorch.sandbox.child.confine import ALLOWED_TOPS
+    from tinytorch.sandbox.child.confine import ALLOWED_TOPS, inside
 
     real = os.path.realpath(path)
     prefix, ns_why = namespace_prefix()
     top = Path(real).parts[1] if len(Path(real).parts) > 1 else ""
     checkout = checkout_root()  # covered but for its packages (confine.hide_reference)
-    kept = [p for p in needed_paths(package_dirs()[0]) if p != checkout and _within(real, p)]
+    needed = [os.path.realpath(p) for p in needed_paths(package_dirs()[0])]
+    kept = [p for p in needed if p != checkout and inside(real, p)]
     if kept:  # the child sees the grader's import path whole (PYTHONPATH=class folder)
         return (
             f"isolation (class folder): {real} lies on the grader's import path ({kept[0]}), "

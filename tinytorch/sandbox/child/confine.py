@@ -170,7 +170,8 @@ def shared_folders() -> list[str]:
     return out
 
 
-def _inside(path: str, folder: str) -> bool:
+def inside(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies below it (both already resolved)."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
@@ -203,14 +204,14 @@ def tmp_plan(keep: list[str], folders: list[str]) -> tuple[dict[str, list[str]],
     """({shared folder to cover: the kept paths inside it, top-most only}, [folders left alone
     because a kept path is the folder itself])."""
     kept = sorted({p.rstrip("/") or "/" for p in keep if p})
-    kept = [p for p in kept if not any(q != p and _inside(p, q) for q in kept)]
+    kept = [p for p in kept if not any(q != p and inside(p, q) for q in kept)]
     plan: dict[str, list[str]] = {}
     whole: list[str] = []
     for folder in folders:
-        if any(_inside(folder, p) for p in kept):
+        if any(inside(folder, p) for p in kept):
             whole.append(folder)
         else:
-            plan[folder] = [p for p in kept if _inside(p, folder)]
+            plan[folder] = [p for p in kept if inside(p, folder)]
     return plan, whole
 
 
@@ -309,7 +310,7 @@ def hide_reference(
     done = []
     if checkout:
         kept = [p for p in keep if p and os.path.realpath(p) != checkout]
-        if any(_inside(checkout, os.path.realpath(p)) for p in whole if p):
+        if any(inside(checkout, os.path.realpath(p)) for p in whole if p):
             done.append(f"checkout {checkout} kept whole (a module is imported from it)")
         else:
             _covered, failed = _cover([checkout], kept, COVER_OPTS)
