@@ -55,7 +55,10 @@ MUTANTS = [
     _m("whole_matmul_posing_as_tiles", "tiled_matmul",
        ("C[i0:i1, j0:j1] += A[i0:i1, k0:k1] @ B[k0:k1, j0:j1]", "C[i0:i1, j0:j1] = (A @ B)[i0:i1, j0:j1]"),
        lesson="not a tiled kernel", leads=True),
-    _m("gelu_wrong_constant", "fused_gelu", ("np.sqrt(2 / np.pi)", "np.sqrt(np.pi / 2)")),
+    _m("gelu_wrong_constant", "fused_gelu", ("np.sqrt(2 / np.pi)", "np.sqrt(np.pi / 2)"),
+       lesson="sqrt(2/pi) = 0.797885 is 1.253314 here", leads=True),
+    _m("gelu_wrong_cubic", "fused_gelu", ("0.044715", "0.44715"),
+       lesson="0.044715 is 0.447150 here", leads=True),
     _m("gelu_erf", "fused_gelu", append='''
 import math
 def fused_gelu(x):
@@ -199,7 +202,7 @@ ONE_BUG_LAYOUT = {
     "ragged_m_dropped": (6, 25),
     "off_by_one_tile_end": (6, 20),
     "assign_not_accumulate": (6, 20),
-    "gelu_wrong_constant": (6, 20),
+    "gelu_wrong_constant": (6, 19),
     "im2col_column_order": (10, 29),
     "col2im_assigns": (10, 29),
 }
@@ -235,6 +238,14 @@ def first_fix(report: str) -> str:
             break
         text.append(line.strip())
     return " ".join(text)
+
+
+@pytest.mark.parametrize("name", ["gelu_wrong_constant", "gelu_wrong_cubic", "gelu_erf"])
+def test_a_finite_gelu_bug_never_gets_the_overflow_lesson(name: str, mutant_dir: Path) -> None:
+    """Its outputs are all finite: the NaN/inf lesson (and float16's) concern other bugs."""
+    mutant = next(m for m in MUTANTS if m.name == name)
+    text = " ".join(render_part_a(mutant_run(mutant, mutant_dir)).split())
+    assert "NaN" not in text and "overflow" not in text and "float16 rounding" not in text, text
 
 
 def test_there_are_at_least_15_bug_mutants() -> None:

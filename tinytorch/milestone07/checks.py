@@ -308,19 +308,25 @@ def gelu_extremes(calls: StudentCalls, seed: int, grading: bool = False) -> Chec
     name, fn = "dtype and finiteness", "fused_gelu"
     from tinytorch.milestone07.cases import ELEMENTWISE_TOL, LESSONS
 
-    lesson = LESSONS["gelu_range"]
     reply = calls.call(fn, [EXTREMES.copy()], {}, label="extremes")
     if reply["status"] != "ok":
-        return broken_check(name, fn, reply, lesson)
+        return broken_check(name, fn, reply, LESSONS["gelu_range"])
     got = compare(
         reply["output"], ref_gelu(EXTREMES), rtol=ELEMENTWISE_TOL[0], atol=ELEMENTWISE_TOL[1]
     )
     bad = {f: v for f, v in calls.seen.bad_dtype.items()}
+    lessons = []  # what this failure concerns, and nothing else
     if not got.ok:
         bad.setdefault(fn, []).insert(0, f"on x from -3e38 to 3e38: {got.detail}")
+        if got.reason == "nonfinite":
+            lessons.append(LESSONS["gelu_range"])
+        elif got.reason != "dtype":  # finite and wrong: the formula, not an overflow
+            lessons.append(LESSONS["gelu"])
+    if calls.seen.bad_dtype or got.reason == "dtype":
+        lessons.append("Return float32 Tensors.")
     if bad:
         detail = "; ".join(f"{f}: {', '.join(v[:3])}" for f, v in bad.items())
-        return CheckResult(name, "fail", detail, lesson + " Return float32 Tensors.", sorted(bad))
+        return CheckResult(name, "fail", detail, " ".join(lessons), sorted(bad))
     return CheckResult(
         name, "pass", "every output float32 and finite; GELU right out to ±3e38", "", []
     )

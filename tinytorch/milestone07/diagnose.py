@@ -215,27 +215,76 @@ def _matmul(case: Case, args: list[Any], out: np.ndarray, ref: np.ndarray) -> st
     return case.lesson
 
 
-def _gelu(case: Case, args: list[Any], out: np.ndarray, ref: np.ndarray) -> str:
+SQRT_2_OVER_PI, CUBIC = 0.7978845608028654, 0.044715  # the tanh GELU's two constants
+
+
+def tanh_constants(x: np.ndarray, out: np.ndarray) -> tuple[float, float] | None:
+    """(a, c) such that out = 0.5*x*(1 + tanh(a*(x + c*x**3))), fitted by least squares where the
+    form can be inverted (0.1 < |x| < 3, tanh not saturated), or None if there are too few such
+    points or the form does not fit them (out is then not a tanh GELU with other constants)."""
+    x, out = x.astype(np.float64).ravel(), out.astype(np.float64).ravel()
+    keep = (np.abs(x) > 0.1) & (np.abs(x) < 3)
+    r = 2 * out[keep] / x[keep] - 1  # = tanh(a*x + b*x**3)
+    ok = np.isfinite(r) & (np.abs(r) < 0.999)
+    if ok.sum() < 8:
+        return None
+    xs, t = x[keep][ok], np.arctanh(r[ok])
+    basis = np.stack([xs, xs**3], axis=1)  # (points, 2)
+    (a, b), *_ = np.linalg.lstsq(basis, t, rcond=None)  # t = a*x + b*x**3
+    if a == 0 or np.max(np.abs(basis @ (a, b) - t)) > 1e-3 * max(1.0, float(np.max(np.abs(t)))):
+        return None
+    return float(a), float(b / a)
+
+
+def gelu_lesson(
+    x: np.ndarray, out: np.ndarray, ref: np.ndarray, default: str, *, rtol: float, atol: float
+) -> str:
+    """The most specific lesson for a wrong GELU output `out` of input `x` (`ref` the right one):
+    overflow to NaN/inf, the erf form, a wrong constant in the tanh form, float16 rounding; else
+    `default`, unless that is the NaN lesson and every output is finite."""
     import math
 
-    x = args[0].astype(np.float64)
-    if out.shape != ref.shape:
-        return "Return the same shape as x: GELU is elementwise."
+    x = x.astype(np.float64)
     if not np.isfinite(out).all():
         return LESSONS["gelu_range"]
     erf = np.vectorize(math.erf, otypes=[np.float64])
-    if _close(out, 0.5 * x * (1.0 + erf(x / np.sqrt(2.0))), case):
+    if all_within(out, 0.5 * x * (1.0 + erf(x / np.sqrt(2.0))), rtol=rtol, atol=atol):
         return (
             "This is the exact erf GELU; the gate wants the tanh approximation. " + LESSONS["gelu"]
         )
+    fitted = tanh_constants(x, out)
+    if fitted is not None:
+        a, c = fitted
+        wrong = []
+        if not math.isclose(a, SQRT_2_OVER_PI, rel_tol=1e-3):
+            wrong.append(f"sqrt(2/pi) = {SQRT_2_OVER_PI:.6f} is {a:.6f} here")
+        if not math.isclose(c, CUBIC, rel_tol=1e-2):
+            wrong.append(f"{CUBIC} is {c:.6f} here")
+        if wrong:
+            return (
+                "The tanh form is right but a constant is not: "
+                + "; ".join(wrong)
+                + ". "
+                + LESSONS["gelu"]
+            )
+    exact16 = out.astype(np.float16).astype(np.float64)
     big = np.abs(ref) > 1e-2
     rel = np.abs(out - ref)[big] / np.abs(ref)[big]
-    if big.any() and 1e-4 < float(np.median(rel)) < 5e-3:  # float16 has a 2^-11 mantissa step
+    in_float16 = bool(np.array_equal(exact16, out)) or (
+        big.any() and 1e-4 < float(np.median(rel)) < 5e-3  # float16 has a 2^-11 mantissa step
+    )
+    if in_float16:
         return (
             "The error looks like float16 rounding: compute in float32 or float64. "
             + LESSONS["gelu"]
         )
-    return case.lesson
+    return LESSONS["gelu"] if default == LESSONS["gelu_range"] else default
+
+
+def _gelu(case: Case, args: list[Any], out: np.ndarray, ref: np.ndarray) -> str:
+    if out.shape != ref.shape:
+        return "Return the same shape as x: GELU is elementwise."
+    return gelu_lesson(args[0], out, ref, case.lesson, rtol=case.rtol, atol=case.atol)
 
 
 def _conv(
