@@ -50,6 +50,21 @@ def test_the_points_file_sets_each_cells_points(tmp_path):
     assert worth["check_tiling_audit"] == 5 and worth["check_backward"] == 2
 
 
+def test_the_source_notebook_is_valid_nbformat_4_5_with_an_id_on_every_cell():
+    """`tito nbgrader generate` printed nbformat's MissingIDFieldWarning: cells had no id."""
+    import warnings
+
+    import nbformat
+
+    nb = source_notebook(REFERENCE, Points())
+    assert (nb["nbformat"], nb["nbformat_minor"]) >= (4, 5)
+    ids = [c.get("id") for c in nb["cells"]]
+    assert all(ids) and len(set(ids)) == len(ids), ids
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing id (or any other lapse) raises here
+        nbformat.validate(nbformat.from_dict(nb))
+
+
 def test_the_source_notebook_has_a_solution_cell_per_graded_function_and_names_no_hidden_case():
     nb = source_notebook(REFERENCE, Points())
     meta = [c["metadata"].get("nbgrader", {}) for c in nb["cells"]]
@@ -216,7 +231,8 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> dict:
     pytest.importorskip("nbgrader", reason="the nbgrader extra: pip install -e '.[nbgrader]'")
     course = tmp_path_factory.mktemp("course")
     _tito("nbgrader", "init", cwd=course)
-    _tito("nbgrader", "generate", cwd=course)
+    generated = _tito("nbgrader", "generate", cwd=course)
+    assert "warning" not in generated.stderr.lower(), generated.stderr  # nbformat, nbgrader
     alice = _submit(
         course, "alice", lambda g, s: s + f"\n# {SECRET}\n" if g == "solution_tiled_matmul" else s
     )
@@ -330,6 +346,9 @@ def test_feedback_is_the_lesson_first_report(course):
     assert "Milestone 07: NOT PASSED" in html  # the verdict, then the failures and lessons
     assert "fused_gelu/normal_1d" in html and "lesson:" in html
     assert html.index("Milestone 07: NOT PASSED") < html.index("fused_gelu: the published cases")
+    report = html[html.index("Milestone 07: NOT PASSED") :]
+    assert report.index("fix (") < report.index("FAIL"), "each fix comes before its cases"
+    assert "0.044715 is 0.040000 here" in report  # bob's bug, named as the CLI names it
     assert "NotPassed" not in html or "0/" in html  # an error output only for a 0-point cell
     alice = (
         course["root"] / "assignments" / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html"

@@ -64,8 +64,9 @@ from nbgrader.preprocessors import (
 
 from tinytorch.classroom.nbgrader_grade import SandboxGrade
 
+HERE = os.path.dirname(os.path.abspath(__file__))  # the course folder
 c = get_config()  # noqa: F821 (traitlets defines it, and __file__)
-c.CourseDirectory.root = "{ROOT}"
+c.CourseDirectory.root = os.path.join(HERE, "{ROOT}")  # absolute, as nbgrader wants it
 c.CourseDirectory.course_id = "{COURSE_ID}"
 c.Execute.timeout = {EXECUTE_TIMEOUT_S}
 c.Autograde.autograde_preprocessors = [
@@ -78,7 +79,7 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 # absolute: nbgrader runs preprocessors from the notebook's folder
-c.SandboxGrade.points_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "{ROOT}", "{POINTS_FILE}")
+c.SandboxGrade.points_file = os.path.join(HERE, "{ROOT}", "{POINTS_FILE}")
 '''
 
 
@@ -164,17 +165,15 @@ def _unmention(text: str) -> str:
 
 
 def _code(text: str, **nbgrader: Any) -> dict[str, Any]:
-    return {
-        "cell_type": "code",
-        "execution_count": None,
-        "metadata": _metadata(**nbgrader),
-        "outputs": [],
-        "source": text,
-    }
+    from nbformat.v4 import new_code_cell
+
+    return new_code_cell(text, metadata=_metadata(**nbgrader))  # with its cell id
 
 
 def _markdown(text: str) -> dict[str, Any]:
-    return {"cell_type": "markdown", "metadata": {}, "source": text}
+    from nbformat.v4 import new_markdown_cell
+
+    return new_markdown_cell(text)
 
 
 INTRO = """# Milestone 07: custom kernels
@@ -243,15 +242,15 @@ def source_notebook(reference: str, points: Points) -> dict[str, Any]:
                 text, grade=True, locked=True, grade_id=cell.grade_id, points=worth[cell.grade_id]
             )
         )
-    return {
-        "cells": cells,
-        "metadata": {
+    from nbformat.v4 import new_notebook
+
+    return new_notebook(
+        cells=cells,
+        metadata={
             "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
             "language_info": {"name": "python"},
         },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    )
 
 
 def points_doc(points: Points) -> dict[str, Any]:

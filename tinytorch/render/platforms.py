@@ -127,6 +127,8 @@ def summary_text(
     ]
     if diag.root_causes and shown_items:
         lines += ["", *render_root_causes(diag)]
+    if diag.lessons and shown_items:  # each fix before the cases it is for, as the CLI has it
+        lines += ([] if diag.root_causes else [""]) + render_lessons(diag.lessons)
     for item in shown_items:
         if item.kind == "check" and item.name in roots:
             continue  # shown above, with its fix
@@ -135,7 +137,6 @@ def summary_text(
         lines.append(f"  {item.status.upper():<10} {item.name}: {item.detail}{why}")
         if item.lesson and "diagnosis" not in doc:  # a doc without one: the item's own lesson
             lines.append(f"             lesson: {item.lesson}")
-    lines += render_lessons(diag.lessons)
     for missing in doc.get("missing", []):
         lines.append(f"  still to write: {missing}")
     for warning in doc.get("warnings", []):
