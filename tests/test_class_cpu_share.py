@@ -19,8 +19,9 @@ from tinytorch.classroom import classgrade
 from tinytorch.classroom.cpugroups import CpuGroups, _mountinfo_roots, _own_paths, _under
 from tinytorch.classroom.runner import error_doc
 
-# it measures who gets the CPU: nothing else may run
-pytestmark = [pytest.mark.slow, pytest.mark.exclusive]
+# The two class runs measure who gets the CPU: nothing else may run beside them (`exclusive`).
+# The rest read /proc, count a cgroup's members or fake the grader: they run beside other tests.
+pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "tests" / "mutants" / "student_base.py"  # a correct Module 17
@@ -157,6 +158,7 @@ def test_clearing_a_slot_catches_a_process_that_keeps_forking_away() -> None:
         groups.close()
 
 
+@pytest.mark.exclusive
 def test_a_busy_neighbour_takes_only_its_own_slots_share(tmp_path: Path) -> None:
     """With the cgroups, the slow honest student passes beside the hog without needing the alone
     regrade: the hog's hundred loops share one slot's CPU. (Without them it timed out.)"""
@@ -177,6 +179,7 @@ class _NoGroups(CpuGroups):
         self.slots, self.active, self.why, self.groups, self.parent = slots, False, "none", [], None
 
 
+@pytest.mark.exclusive
 def test_without_cgroups_a_starved_student_is_regraded_alone_and_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
