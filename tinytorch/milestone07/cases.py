@@ -231,16 +231,23 @@ HIDDEN_COUNTS = {"tiled_matmul": 6, "fused_gelu": 2, "im2col_conv2d": 3, "col2im
 _HIDDEN_STREAM = 0x48494444  # "HIDD": keeps the hidden draw apart from the cases' own data
 
 
-def _ragged(rng: np.random.Generator, tile: int) -> int:
-    """An axis length that is never a multiple of the tile: now and then 1, else 0-2 tiles + a rest."""
-    if rng.random() < 0.08:
+def _ragged(rng: np.random.Generator, tile: int, whole_tiles: int = 0) -> int:
+    """An axis length that is never a multiple of the tile: now and then 1 (unless it must hold
+    `whole_tiles` whole tiles), else whole_tiles-2 whole tiles + a rest."""
+    if not whole_tiles and rng.random() < 0.08:
         return 1
-    return int(tile * rng.integers(0, 3) + rng.integers(1, tile))
+    return int(tile * rng.integers(whole_tiles, 3) + rng.integers(1, tile))
+
+
+MULTI_K_TILE_HIDDEN = 2  # the first hidden matmul cases span several k-tiles: they always catch
+# a kernel that assigns each k-tile's product instead of adding it (K within one tile hides it)
 
 
 def _hidden_matmul(rng: np.random.Generator, i: int) -> Case:
     tile = int(rng.integers(3, 41))
-    m, k, n = (_ragged(rng, tile) for _ in range(3))
+    m = _ragged(rng, tile)
+    k = _ragged(rng, tile, whole_tiles=1 if i < MULTI_K_TILE_HIDDEN else 0)
+    n = _ragged(rng, tile)
     lesson = "k_one" if k == 1 else "one_wide" if 1 in (m, n) else "ragged"
     return Case(
         name=f"{HIDDEN_PREFIX}tiled_matmul/{i}/{m}x{k}x{n}/tile{tile}",
