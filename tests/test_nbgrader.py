@@ -50,6 +50,20 @@ def test_the_points_file_sets_each_cells_points(tmp_path):
     assert worth["check_tiling_audit"] == 5 and worth["check_backward"] == 2
 
 
+def test_feedback_drawings_are_the_graders_own_pngs_bounded(tmp_path):
+    from tinytorch.classroom import nbgrader_grade as g
+
+    assert g.read_drawings(tmp_path / "none") == []
+    (tmp_path / "a.png").write_bytes(b"\x89PNG a")
+    (tmp_path / "b.txt").write_bytes(b"not a drawing")
+    (tmp_path / "c.png").symlink_to(tmp_path / "a.png")  # a link is never followed
+    (tmp_path / "d.png").write_bytes(b"x" * (g.MAX_DRAWING_BYTES + 1))
+    assert g.read_drawings(tmp_path) == [b"\x89PNG a"]
+    for i in range(2 * g.MAX_DRAWINGS):
+        (tmp_path / f"e{i:02}.png").write_bytes(b"png")
+    assert len(g.read_drawings(tmp_path)) == g.MAX_DRAWINGS
+
+
 def test_the_source_notebook_is_valid_nbformat_4_5_with_an_id_on_every_cell():
     """`tito nbgrader generate` printed nbformat's MissingIDFieldWarning: cells had no id."""
     import warnings
@@ -349,11 +363,13 @@ def test_feedback_is_the_lesson_first_report(course):
     report = html[html.index("Milestone 07: NOT PASSED") :]
     assert report.index("fix (") < report.index("FAIL"), "each fix comes before its cases"
     assert "0.044715 is 0.040000 here" in report  # bob's bug, named as the CLI names it
+    assert "data:image/png;base64," in report  # the drawing of his first failing GELU case
     assert "NotPassed" not in html or "0/" in html  # an error output only for a 0-point cell
     alice = (
         course["root"] / "assignments" / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html"
     ).read_text(encoding="utf-8")
     assert "Milestone 07: PASS" in alice and "60/60 points" in alice
+    assert "data:image/png" not in alice  # nothing failed: nothing drawn
 
 
 @pytest.mark.slow

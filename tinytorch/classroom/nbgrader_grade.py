@@ -14,7 +14,9 @@ preprocessor takes Execute's place (`c.Autograde.autograde_preprocessors`, writt
    happened) and writes each graded cell's outcome: a report on stdout and the points earned as
    the cell's result, or an error output for a cell that earned nothing, which is how nbgrader's
    SaveAutoGrades reads a code cell's score (nbgrader.utils.determine_grade); the report cell
-   gets the whole lesson-first report. generate_feedback shows these outputs to the student.
+   gets the whole lesson-first report, then the drawing of each group's first failure (the
+   milestone's `--plots`, drawn by the grader from what it observed). generate_feedback shows
+   these outputs to the student.
 
 A run the grader itself could not finish (verdict ERROR) raises: nbgrader then records no grade
 for that notebook and says so, instead of a zero the student did not earn.
@@ -102,6 +104,30 @@ def _stream(text: str) -> dict[str, Any]:
     return new_output("stream", name="stdout", text=_wrap(text) + "\n")
 
 
+MAX_DRAWINGS, MAX_DRAWING_BYTES = 8, 2 * 2**20  # one per group's first failure, and a bound
+
+
+def read_drawings(folder: Path) -> list[bytes]:
+    """The PNGs the milestone drew in `folder` (the grader's own: the student cannot reach it),
+    in name order: regular files only, at most MAX_DRAWINGS of at most MAX_DRAWING_BYTES each."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.iterdir())[: 4 * MAX_DRAWINGS]:
+        regular = path.is_file() and not path.is_symlink()
+        if path.suffix == ".png" and regular and path.stat().st_size <= MAX_DRAWING_BYTES:
+            found.append(path.read_bytes())
+    return found[:MAX_DRAWINGS]
+
+
+def _png(data: bytes) -> dict[str, Any]:
+    import base64
+
+    from nbformat.v4 import new_output
+
+    return new_output("display_data", data={"image/png": base64.b64encode(data).decode("ascii")})
+
+
 def outcome(text: str, earned: float, possible: float) -> list[Any]:
     """A graded cell's outputs as SaveAutoGrades scores them: an error output when it earned
     nothing (0 points), else the report and the points earned as the cell's result."""
@@ -129,9 +155,10 @@ class SandboxGrade(NbGraderPreprocessor):
         config=True
     )
 
-    def grade(self, nb: Any, name: str) -> dict[str, Any]:
+    def grade(self, nb: Any, name: str) -> tuple[dict[str, Any], list[bytes]]:
         """The milestone's grading-mode doc for `nb` (staged privately, graded in a process tree
-        of its own, the student's code in the sandbox)."""
+        of its own, the student's code in the sandbox), and the PNG drawings of each group's first
+        failure, as the milestone process drew them (`--plots`)."""
         import nbformat
 
         with tempfile.TemporaryDirectory(prefix="tt-nbgrader-") as tmp:
@@ -143,8 +170,10 @@ class SandboxGrade(NbGraderPreprocessor):
                 Path(tmp) / "work",
                 wall_timeout=self.wall_timeout,
                 case_timeout=self.case_timeout,
+                plots=Path(tmp) / "drawings",
             )
-        return doc
+            drawings = read_drawings(Path(tmp) / "drawings")
+        return doc, drawings
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         points = load_points(self.points_file or None)
@@ -152,7 +181,7 @@ class SandboxGrade(NbGraderPreprocessor):
         name = str(info.get("notebook") or resources.get("unique_key") or "submission")
         who = f"{info.get('student', '?')}/{info.get('assignment', '?')}/{name}.ipynb"
         self.log.info("SandboxGrade: grading %s in the sandbox", who)
-        doc = self.grade(nb, name)
+        doc, drawings = self.grade(nb, name)
         if doc["verdict"] == "ERROR":
             raise RuntimeError(f"SandboxGrade: the grader failed on {who}: {doc.get('error')}")
         items = score_items(doc, points)
@@ -166,7 +195,7 @@ class SandboxGrade(NbGraderPreprocessor):
             if gid == REPORT_ID:
                 head = f"graded: {name}.ipynb (its solution and #| export cells), grading mode"
                 report = summary_text(doc, items, hidden_details=True)
-                cell.outputs = [_stream(clean(f"{report}\n\n{head}"))]
+                cell.outputs = [_stream(clean(f"{report}\n\n{head}")), *map(_png, drawings)]
             elif _nbgrader(cell).get("grade") and gid in held:
                 mine = held[gid]
                 cell_max = total(mine)[1]

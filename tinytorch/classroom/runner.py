@@ -71,11 +71,13 @@ def milestone_command(
     fmt: str | None = None,
     memory_limit_mb: int | None = None,
     seed: int | None = None,
+    plots: str | Path | None = None,
 ) -> list[str]:
     """The argv that grades `impl` once and writes its result to `json_path`.
 
     memory_limit_mb: the address-space limit of the student's process (`--memory-limit`).
-    seed: the data seed (None: in grading mode the milestone draws a fresh secret one)."""
+    seed: the data seed (None: in grading mode the milestone draws a fresh secret one).
+    plots: a folder for the drawings of each group's first failure (`--plots`)."""
     cmd = [sys.executable, *SAFE_PATH, "-m", "tinytorch.cli.main", "milestone", "run", "07"]
     cmd += ["--impl", os.path.abspath(impl), "--json", os.path.abspath(json_path)]
     if seed is not None:
@@ -92,6 +94,8 @@ def milestone_command(
         cmd += ["--format", fmt]
     if memory_limit_mb is not None:
         cmd += ["--memory-limit", str(int(memory_limit_mb))]
+    if plots is not None:
+        cmd += ["--plots", os.path.abspath(plots)]
     return cmd
 
 
@@ -247,11 +251,14 @@ def grade_submission(
     env: dict[str, str] | None = None,
     prefix: list[str] | None = None,
     seed: int | None = None,
+    plots: Path | None = None,
 ) -> tuple[dict[str, Any], TreeRun]:
     """Grade one file in grading mode; always returns a doc (an ERROR doc when none came back).
 
     prefix: argv words the milestone command runs under (CpuGroups.prefix: its CPU cgroup).
     seed: the data seed (a regrade reuses the first run's; None: a fresh secret one).
+    plots: a folder of the grader's for the drawings of each group's first failure (PNGs drawn
+    by the milestone process from what it observed, never by the student's code).
     The doc gains "grader": {"seconds", "peak_mb", "killed", "returncode"} (the run itself).
     """
     work.mkdir(parents=True, exist_ok=True)
@@ -268,6 +275,7 @@ def grade_submission(
         budget=budget,
         memory_limit_mb=memory_limit_mb,
         seed=seed,
+        plots=plots,
     )
     run = run_tree(
         [*(prefix or []), *cmd],
