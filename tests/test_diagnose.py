@@ -468,3 +468,38 @@ def test_the_tiling_audit_leads_but_never_hides_the_lessons_of_wrong_values(tmp_
     text = " ".join(render_part_a(result).split())
     assert text.index("root cause first: 1. tiling audit") < text.index("ragged last tile on M")
     assert "not a tiled kernel" in text and "cause: tiling audit (root cause" not in text
+
+
+def _gelu(x: np.ndarray, a: float = 0.7978845608028654, c: float = 0.044715) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(a * (x + c * x**3)))
+
+
+@pytest.mark.parametrize(
+    ("make", "says", "never"),
+    [
+        (
+            lambda x: _gelu(x, a=np.sqrt(np.pi / 2)),
+            "sqrt(2/pi) = 0.797885 is 1.253314",
+            "float16 rounding",
+        ),
+        (lambda x: _gelu(x, c=0.04), "0.044715 is 0.040000 here", "float16 rounding"),
+        (
+            lambda x: _gelu(x.astype(np.float16)).astype(np.float64),
+            "float16 rounding",
+            "constant is not",
+        ),
+        (
+            lambda x: np.zeros_like(x),
+            "",
+            "float16 rounding",
+        ),  # zeros are float16 values: not the cause
+        (lambda x: np.round(_gelu(x)), "", "float16 rounding"),  # integers too
+    ],
+    ids=["sqrt_pi_over_2", "cubic_0.04", "float16", "zeros", "rounded"],
+)
+def test_a_gelu_lesson_names_its_own_bug_and_no_other(make, says, never) -> None:
+    from tinytorch.milestone07.diagnose import gelu_lesson
+
+    x = np.random.default_rng(0).normal(0.0, 3.0, 1000)
+    text = gelu_lesson(x, make(x), _gelu(x), LESSONS["gelu_range"], rtol=1e-5, atol=1e-5)
+    assert says in text and never not in text and "NaN" not in text, text
