@@ -190,3 +190,14 @@ def test_part_b_charts_draw_backends_in_the_backend_palette_never_pass_or_fail_c
         used |= {to_hex(line.get_color()) for line in fig.findobj(matplotlib.lines.Line2D)}
         assert not used & {style.PASS_COLOUR, style.FAIL_COLOUR}, used
         plt.close(fig)
+
+
+def test_a_rate_below_one_is_labelled_with_its_digits_never_zero():
+    """A busy run's torch bias+GELU at 0.45 GB/s was labelled "0" above its bar."""
+    rows = [_row(BG, "numpy", ms=1.0, rate=3.21), _row(BG, "student", ms=9.0, rate=0.45)]
+    rows.append(_row(G256, "numpy", ms=0.5, rate=67.1))
+    fig = timing.draw_throughput(rows, CEIL)
+    shown = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert {"0.45", "3.2", "67"} <= shown, shown
+    assert "0" not in shown
+    assert timing.labels_of(timing.throughput_table(rows, "bias_gelu")) == ["3.2", "0.45"]

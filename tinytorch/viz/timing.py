@@ -215,7 +215,7 @@ def _bars(ax, table: ThroughputTable, ceiling: float | None, label: str) -> None
                 bar.set_hatch("//")
                 bar.set_alpha(0.55)
             value = table.values[i, j]
-            text = "" if np.isnan(value) else f"{value:.0f}"
+            text = "" if np.isnan(value) else rate_text(value)
             labels.append(f"{text} noisy: rerun" if text and table.noisy[i, j] else text)
         upright = _bar_pt(n_p, width) < _text_pt(labels_of(table))
         texts = ax.bar_label(
@@ -268,10 +268,16 @@ def _text_pt(labels: Sequence[str]) -> float:
     return max((len(t) for t in labels), default=0) * 0.6 * style.MIN_FONT_PT
 
 
+def rate_text(value: float) -> str:
+    """A bar's rate as its label says it: whole numbers from 10 up, two significant digits below
+    (a 0.45 GB/s bar was labelled "0")."""
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2g}"
+
+
 def labels_of(table: ThroughputTable) -> list[str]:
     """Every bar's label text: its rate, and "noisy: rerun" when flagged."""
     return [
-        f"{v:.0f}" + (" noisy: rerun" if z else "")
+        rate_text(v) + (" noisy: rerun" if z else "")
         for v, z in zip(table.values.ravel(), table.noisy.ravel(), strict=True)
         if not np.isnan(v)
     ]
