@@ -233,7 +233,7 @@ _HIDDEN_STREAM = 0x48494444  # "HIDD": keeps the hidden draw apart from the case
 
 def _ragged(rng: np.random.Generator, tile: int, whole_tiles: int = 0) -> int:
     """An axis length that is never a multiple of the tile: now and then 1 (unless it must hold
-    `whole_tiles` whole tiles), else whole_tiles-2 whole tiles + a rest."""
+    at least `whole_tiles` whole tiles), else from `whole_tiles` to 2 whole tiles, plus a rest."""
     if not whole_tiles and rng.random() < 0.08:
         return 1
     return int(tile * rng.integers(whole_tiles, 3) + rng.integers(1, tile))
