@@ -40,3 +40,32 @@ def test_a_passing_kernel_writes_no_plots(tmp_path):
     assert run_milestone(str(BASE), part_b=False, plots=str(tmp_path / "p"), out=out) == 0
     assert list((tmp_path / "p").iterdir()) == []
     assert "none (nothing failed with a drawing)" in out.getvalue()
+
+
+def test_a_link_planted_at_a_drawings_name_is_replaced_never_followed(tmp_path):
+    """Red-teaming, namespaces off: a student's import made the --plots folder (the grader made it
+    only after the run) and put a link named like a drawing in it; the root grader then wrote the
+    PNG through the link, over a file of the student's choosing. The folder is now the grader's
+    before any student code runs, and each drawing is published as --json is: a temporary file
+    renamed over the name, so a link there is replaced, its target untouched."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("ORIGINAL")
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    plots.chmod(0o777)  # as a folder under /tmp that the student could write
+    (plots / "fused_gelu__normal_1d.png").symlink_to(victim)
+    impl = tmp_path / "acceleration.py"
+    impl.write_text(BASE.read_text().replace("0.044715 * xs", "0.04 * xs"))
+    out = io.StringIO()
+    assert run_milestone(str(impl), part_b=False, plots=str(plots), out=out) == 1
+    assert victim.read_text() == "ORIGINAL"
+    drawing = plots / "fused_gelu__normal_1d.png"
+    assert not drawing.is_symlink() and drawing.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_plots_path_that_cannot_be_a_folder_is_a_usage_error_before_grading(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    out = io.StringIO()
+    code = run_milestone(str(BASE), part_b=False, plots=str(tmp_path / "file" / "p"), out=out)
+    assert code == 2 and out.getvalue() == ""  # nothing graded
+    assert "tito milestone run: --plots: cannot use" in capsys.readouterr().err

@@ -230,6 +230,12 @@ def run_milestone(
         except ResultFileError as exc:
             print(f"tito milestone: {exc}", file=err)
             return EXIT_USAGE
+    if plots:  # the grader's folder before any student code runs: a student cannot make it
+        try:
+            Path(plots).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            print(f"tito milestone run: --plots: cannot use {plots}: {exc}", file=err)
+            return EXIT_USAGE
     from tinytorch.milestone07.boundary import preload
 
     preload(part_b=part_b)  # all the grader will import, before any student code runs
@@ -306,10 +312,14 @@ def _graded(
         import matplotlib
 
         matplotlib.use("Agg")  # files only, whatever display this terminal has
-        from tinytorch.viz.failures import save_failure_plots
+        from tinytorch.render.resultfile import ResultFile
+        from tinytorch.viz.failures import failure_pngs
 
-        try:
-            written = save_failure_plots([*a.cases, *getattr(a, "hidden", [])], a.checks, plots)
+        written = []
+        try:  # each as the --json file is written: a link planted at its name is replaced
+            for name, png in failure_pngs([*a.cases, *getattr(a, "hidden", [])], a.checks):
+                ResultFile(Path(plots) / name, what="--plots").claim().publish(png)
+                written.append(Path(plots) / name)
         except OSError as exc:
             raise _UsageError(f"cannot write --plots {plots}: {exc}") from exc
         names = ", ".join(p.name for p in written) or "none (nothing failed with a drawing)"

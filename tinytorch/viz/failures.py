@@ -343,17 +343,31 @@ def show_failures(cases: Any, checks: Any = ()) -> int:
     return shown
 
 
-def save_failure_plots(cases: Any, checks: Any, folder: str | Path) -> list[Path]:
-    """draw_case of first_failures(...) as PNGs in `folder` (created); returns the paths written."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
+def failure_pngs(cases: Any, checks: Any) -> list[tuple[str, bytes]]:
+    """draw_case of first_failures(...) as PNG bytes, each with its file name (the case's name,
+    slashes and spaces replaced): the caller writes them where, and how, it must."""
+    import io
+
+    drawn = []
     for r in first_failures(cases, checks):
         fig = draw_case(r)
         if fig is None:
             continue
-        path = folder / (str(_get(r, "name")).replace("/", "__").replace(" ", "_") + ".png")
-        fig.savefig(path, dpi=110)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
         plt.close(fig)
-        written.append(path)
+        drawn.append(
+            (str(_get(r, "name")).replace("/", "__").replace(" ", "_") + ".png", buf.getvalue())
+        )
+    return drawn
+
+
+def save_failure_plots(cases: Any, checks: Any, folder: str | Path) -> list[Path]:
+    """failure_pngs(...) written into `folder` (created); returns the paths written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, png in failure_pngs(cases, checks):
+        (folder / name).write_bytes(png)
+        written.append(folder / name)
     return written
