@@ -494,8 +494,9 @@ def _gelu(x: np.ndarray, a: float = 0.7978845608028654, c: float = 0.044715) -> 
             "float16 rounding",
         ),  # zeros are float16 values: not the cause
         (lambda x: np.round(_gelu(x)), "", "float16 rounding"),  # integers too
+        (lambda x: 0.5 * x * (1 + np.tanh(0.1 * x**3)), "", "constant is not"),  # no linear term
     ],
-    ids=["sqrt_pi_over_2", "cubic_0.04", "float16", "zeros", "rounded"],
+    ids=["sqrt_pi_over_2", "cubic_0.04", "float16", "zeros", "rounded", "no_linear"],
 )
 def test_a_gelu_lesson_names_its_own_bug_and_no_other(make, says, never) -> None:
     from tinytorch.milestone07.diagnose import gelu_lesson
@@ -518,3 +519,25 @@ def test_a_gelu_output_past_float16s_range_is_diagnosed_quietly() -> None:
             warnings.simplefilter("error")
             text = gelu_lesson(x, out, _gelu(x), LESSONS["gelu"], rtol=1e-5, atol=1e-5)
         assert text == LESSONS["gelu"], text
+
+
+def test_two_values_are_too_few_to_call_an_error_float16_rounding() -> None:
+    """A hidden case of 2 values with a wrong constant was told 'looks like float16 rounding'."""
+    from tinytorch.milestone07.diagnose import gelu_lesson
+
+    x = np.array([2.1, 2.6])
+    text = gelu_lesson(x, _gelu(x, c=0.04), _gelu(x), LESSONS["gelu"], rtol=1e-5, atol=1e-5)
+    assert "float16 rounding" not in text, text
+
+
+def test_the_extremes_check_tells_a_wrong_shape_to_keep_the_shape(tmp_path) -> None:
+    """It gave the formula's lesson for 'wrong shape (1,), expected (15,)'."""
+    base = Path(__file__).parent / "mutants" / "student_base.py"
+    impl = tmp_path / "one_value.py"
+    impl.write_text(
+        base.read_text() + "\n\ndef fused_gelu(x):\n    return Tensor(np.zeros(1, np.float32))\n"
+    )
+    result = run_part_a(str(impl), cases=["fused_gelu"])
+    check = next(c for c in result.checks if c.name == "dtype and finiteness")
+    assert check.status == "fail" and "wrong shape" in check.detail, check
+    assert check.lesson.startswith("Return the same shape as x"), check.lesson

@@ -318,7 +318,9 @@ def gelu_extremes(calls: StudentCalls, seed: int, grading: bool = False) -> Chec
     lessons = []  # what this failure concerns, and nothing else
     if not got.ok:
         bad.setdefault(fn, []).insert(0, f"on x from -3e38 to 3e38: {got.detail}")
-        if got.reason == "nonfinite":
+        if got.reason == "shape":
+            lessons.append("Return the same shape as x: GELU is elementwise.")
+        elif got.reason == "nonfinite":
             lessons.append(LESSONS["gelu_range"])
         elif got.reason != "dtype":  # finite and wrong: the formula, not an overflow
             lessons.append(LESSONS["gelu"])

@@ -231,7 +231,9 @@ def tanh_constants(x: np.ndarray, out: np.ndarray) -> tuple[float, float] | None
     xs, t = x[keep][ok], np.arctanh(r[ok])
     basis = np.stack([xs, xs**3], axis=1)  # (points, 2)
     (a, b), *_ = np.linalg.lstsq(basis, t, rcond=None)  # t = a*x + b*x**3
-    if a == 0 or np.max(np.abs(basis @ (a, b) - t)) > 1e-3 * max(1.0, float(np.max(np.abs(t)))):
+    if np.max(np.abs(basis @ (a, b) - t)) > 1e-3 * max(1.0, float(np.max(np.abs(t)))):
+        return None
+    if not (0.1 < a < 10 and abs(b / a) < 1):  # not the tanh GELU's form (no linear term...)
         return None
     return float(a), float(b / a)
 
@@ -275,7 +277,8 @@ def gelu_lesson(
             )
     big = np.abs(ref) > 1e-2
     rel = float(np.median(np.abs(out - ref)[big] / np.abs(ref)[big])) if big.any() else 1.0
-    if rel < 5e-3 and (rel > 1e-4 or _in_float16(out)):  # close, float16's 2^-11 mantissa step
+    enough = big.sum() >= 8  # a median of two values says nothing of a rounding
+    if rel < 5e-3 and ((enough and rel > 1e-4) or _in_float16(out)):  # float16's 2^-11 step
         return (
             "The error looks like float16 rounding: compute in float32 or float64. "
             + LESSONS["gelu"]
