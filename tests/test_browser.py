@@ -25,10 +25,12 @@ from pathlib import Path
 
 import pytest
 
+# Not `exclusive`: nothing here races a timeout or times anything. The gate's budgets are CPU
+# time, and the one redraw whose estimate a busy machine could push over its budget picks tiles
+# that keep it far under (see the tile choice below).
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.browser,
-    pytest.mark.exclusive,
     pytest.mark.timeout(420),
 ]
 
@@ -264,8 +266,10 @@ def test_notebook_runs_in_jupyterlab_and_heatmap_updates(lab):
             before = heatmap.get_attribute("src")
             page.screenshot(path=str(ARTIFACTS / "browser_heatmap_defaults.png"))
 
-            tiles.select_option(["5", "8", "32"])
-            page.locator(".widget-html", has_text="tiles [5, 8, 32]").wait_for(timeout=60_000)
+            # Larger tiles than the defaults (7, 16, 64): fewer tile products than the first draw,
+            # so the redraw's estimate stays far under its budget however busy the machine is.
+            tiles.select_option(["16", "32", "64"])
+            page.locator(".widget-html", has_text="tiles [16, 32, 64]").wait_for(timeout=60_000)
             page.wait_for_function(CHANGED, arg=[".tt-heatmap-out img", before], timeout=60_000)
             assert page.locator(".tt-heatmap-out img").count() == 1
             page.locator(".tt-heatmap-out img").first.scroll_into_view_if_needed()

@@ -23,7 +23,6 @@ from test_browser import (
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.browser,
-    pytest.mark.exclusive,
     pytest.mark.timeout(300),
 ]
 
