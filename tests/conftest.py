@@ -13,6 +13,15 @@ shared lock on one file, an exclusive test holds it exclusively. A second "turns
 briefly before either, keeps the exclusive test from being starved by the next shared ones.
 On one worker (`-n 0`) the lock is uncontended and costs nothing.
 
+The order in which the workers take the modules is made here (`--no-loadscope-reorder` in
+pyproject.toml keeps it). The `exclusive` tests come first, back to back: spread over the session,
+each one first waited for the tests then running to end, the other workers idle all that time.
+Then the longest modules: one started last would run on with the other workers idle. Each
+module's seconds are in tests/durations.json, measured on a 2-core machine; a module not listed
+there goes first. `--write-durations tests/durations.json` measures them again (each
+test's setup, call and teardown, summed by module; lock waits excluded). On 2 cores this order
+took the suite from 10:10 to 8:15.
+
 A test marked `timing` times something or races a timeout: it must hold on a busy machine (it
 asserts on CPU time, on a ratio measured in the same run, or keeps a budget that load cannot
 spend). `.ci/run` runs them once more with one CPU hog per core beside them; the `cpu_hogs`
@@ -23,11 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
+import math
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -46,6 +58,69 @@ settings.register_profile(
 settings.register_profile("thorough", parent=settings.get_profile("tinytorch"), max_examples=300)
 default = "tinytorch-ci" if os.environ.get("CI") else "tinytorch"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", default))
+
+
+DURATIONS = Path(__file__).with_name("durations.json")  # module path -> seconds
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--write-durations",
+        metavar="PATH",
+        help="write each test module's seconds (setup + call + teardown) to PATH as JSON; "
+        "tests/durations.json orders the modules longest first",
+    )
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def suite_order(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
+    """The order the workers take the tests in (see the module docstring): first the modules
+    holding `exclusive` tests, those tests first in each, so that they run back to back while
+    the session starts; then the other modules, longest first by `seconds` (a module missing
+    there, not measured yet, goes before them all). Otherwise each module's tests keep their own order."""
+    first: dict[str, int] = {}
+    exclusive: set[str] = set()
+    for index, item in enumerate(items):
+        first.setdefault(_module(item.nodeid), index)
+        if item.get_closest_marker("exclusive"):
+            exclusive.add(_module(item.nodeid))
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple:
+        index, item = pair
+        module = _module(item.nodeid)
+        return (
+            module not in exclusive,
+            -seconds.get(module, math.inf),
+            first[module],
+            item.get_closest_marker("exclusive") is None,
+            index,
+        )
+
+    return [item for _, item in sorted(enumerate(items), key=key)]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    items[:] = suite_order(items, seconds)
+
+
+_seconds: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Under xdist this runs in the controller too, with every worker's reports."""
+    _seconds[_module(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("--write-durations")
+    # the controller (or -n 0), and only after tests ran: a --collect-only run writes nothing
+    if path and _seconds and not hasattr(session.config, "workerinput"):
+        ordered = dict(sorted(((m, round(s, 1)) for m, s in _seconds.items()), key=lambda x: -x[1]))
+        Path(path).write_text(json.dumps(ordered, indent=1) + "\n")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
