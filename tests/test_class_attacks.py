@@ -111,7 +111,7 @@ def test_ten_attackers_do_not_change_twenty_honest_verdicts(tmp_path: Path) -> N
     alone_subs.mkdir()
     for kind in HONEST:
         _honest(alone_subs, kind, f"h_{kind}")
-    alone = grade_class(alone_subs, tmp_path / "alone_out", jobs=1, notebook=True)
+    alone = grade_class(alone_subs, tmp_path / "alone_out", jobs=2, notebook=True)
     expected = {kind: _key(alone.docs[f"h_{kind}"]) for kind in HONEST}
     assert expected["base"][0] == expected["helped"][0] == "PASS"  # helpers travel with a folder
 

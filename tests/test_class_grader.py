@@ -76,7 +76,7 @@ def klass(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (subs / "mia" / "notes.txt").write_text("forgot the code")
     (subs / "README.txt").write_text("not a submission")
     (top / "points.toml").write_text(POINTS_TOML)
-    argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "2", "--timeout", "1",
+    argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "2", "--timeout", "0.5",
             "--points", str(top / "points.toml")]  # fmt: skip
     assert main(argv) == 0
     return {"top": top, "subs": subs, "out": out, "argv": argv}
@@ -311,7 +311,8 @@ def test_concurrent_students_cannot_rewrite_each_others_work_files(
     # mallory is graded first, beside each victim in turn (--jobs 2): on every import its thread
     # rewrites every other student's files it can reach: the copies in the sandboxes' workdirs
     # (what a victim's process imports moments later) and the grader's copies under DIR/.work.
-    # Its functions hang, so it keeps doing that until its wall timeout.
+    # Its functions hang, so it keeps doing that until its wall timeout (15 s: the three victims
+    # beside it take about 5).
     hostile = f"""import pathlib, threading, time
 _MINE = pathlib.Path.cwd()
 
@@ -338,7 +339,7 @@ threading.Thread(target=_rewrite, daemon=True).start()
         (subs / f"{v}.py").write_text(BASE.read_text())
     (tmp_path / "points.toml").write_text(POINTS_TOML)
     argv = ["grade-class", str(subs), "--out", str(out), "--jobs", "2", "--timeout", "1",
-            "--wall-timeout", "30", "--points", str(tmp_path / "points.toml")]  # fmt: skip
+            "--wall-timeout", "15", "--points", str(tmp_path / "points.toml")]  # fmt: skip
     try:
         assert main(argv) == 0
     finally:
