@@ -202,7 +202,8 @@ def test_resume_skips_what_is_done_and_regrades_a_resubmission(klass: dict[str, 
     def progress(student: str, doc: dict, t: Tally) -> None:
         graded.append((student, t.done, t.passes))
 
-    kwargs = {"jobs": 2, "case_timeout": 1.0, "on_start": on_start, "progress": progress}
+    # the fixture's options (its --timeout 0.5 too): another timeout would regrade every student
+    kwargs = {"jobs": 2, "case_timeout": 0.5, "on_start": on_start, "progress": progress}
     grade_class(klass["subs"], klass["out"], **kwargs)
     assert started == [(10, 10, 2)] and graded == []  # alice's and heidi's resumed PASSes count
     (klass["subs"] / "bob.py").write_text(BOB.read_text() + "\n# resubmitted\n")
