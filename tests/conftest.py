@@ -77,11 +77,17 @@ def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def _controller(config: pytest.Config) -> bool:
+    """The process that runs the session: xdist's controller, or the one process under -n 0."""
+    return not hasattr(config, "workerinput")
+
+
 def suite_order(items: list[pytest.Item], seconds: dict[str, float]) -> list[pytest.Item]:
     """The order the workers take the tests in (see the module docstring): first the modules
     holding `exclusive` tests, those tests first in each, so that they run back to back while
     the session starts; then the other modules, longest first by `seconds` (a module missing
-    there, not measured yet, goes before them all). Otherwise each module's tests keep their own order."""
+    there, not measured yet, goes before them all). Otherwise each module's tests keep their own
+    order."""
     first: dict[str, int] = {}
     exclusive: set[str] = set()
     for index, item in enumerate(items):
@@ -119,7 +125,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path = session.config.getoption("--write-durations")
     # the controller (or -n 0), and only after tests ran: a --collect-only run writes nothing
-    if path and _seconds and not hasattr(session.config, "workerinput"):
+    if path and _seconds and _controller(session.config):
         ordered = dict(sorted(((m, round(s, 1)) for m, s in _seconds.items()), key=lambda x: -x[1]))
         Path(path).write_text(json.dumps(ordered, indent=1) + "\n")
 
@@ -131,7 +137,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     write it anyway, so without this every one of the suite's Python processes (each grader,
     sandbox child and `tito` run) compiled the package again: ~0.2 s of CPU each, a quarter of
     a grading run. Python still reads bytecode it did not write; the sources decide staleness."""
-    if hasattr(session.config, "workerinput"):
+    if not _controller(session.config):
         return
     root = Path(__file__).resolve().parents[1]
     for package in ("tinytorch", "extensions"):
@@ -140,8 +146,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: the usable cores plus one (see the module docstring)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cores or 1) + 1
+    return _cores() + 1
 
 
 def _lock_dir(config: pytest.Config) -> Path:
